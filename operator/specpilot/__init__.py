@@ -1,0 +1,1 @@
+"""specpilot: a Kubernetes operator that tunes vLLM speculative decoding."""

@@ -1,0 +1,195 @@
+"""The SpeculativeDeployment API (specpilot.io/v1alpha1) as pydantic models.
+
+The source of truth for the CRD: `api/crd.py` generates the openAPIV3Schema from these models, so every
+field's description here is what `kubectl explain` shows. Field names (camelCase aliases) are a contract.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from specpilot_runtime.speculative import METHODS, MAX_NUM_SPECULATIVE_TOKENS
+
+GROUP = "specpilot.io"
+VERSION = "v1alpha1"
+KIND = "SpeculativeDeployment"
+PLURAL = "speculativedeployments"
+SINGULAR = "speculativedeployment"
+SHORT_NAMES = ["sd", "specdeploy"]
+API_VERSION = f"{GROUP}/{VERSION}"
+
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+
+
+def duration_seconds(text: str) -> float:
+    """Parse a Go-style duration ("90s", "5m", "1h30m") into seconds."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration like 30s, 5m or 1h")
+    return sum(float(v) * _UNIT_SECONDS[u] for v, u in _DURATION_PART.findall(text))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Accelerator(_Model):
+    """GPUs for each replica."""
+
+    vendor: Literal["amd", "nvidia"] = Field(
+        "amd", description="GPU vendor: amd (ROCm, amd.com/gpu) or nvidia (CUDA, nvidia.com/gpu).")
+    count: int = Field(1, ge=1, le=16,
+                       description="GPUs per replica; vLLM runs with this tensor-parallel size.")
+
+
+class ScheduleEntry(_Model):
+    """One row of vLLM's num_speculative_tokens_per_batch_size."""
+
+    min_batch_size: int = Field(ge=1, description="Smallest running batch size this row covers.")
+    max_batch_size: int = Field(ge=1, description="Largest running batch size this row covers.")
+    num_speculative_tokens: int = Field(
+        ge=0, le=MAX_NUM_SPECULATIVE_TOKENS,
+        description="N for this batch-size range; 0 turns drafting off; at most the started N.")
+
+
+class Speculative(_Model):
+    """The speculative-decoding method and its draft."""
+
+    method: MethodName = Field(  # type: ignore[valid-type]
+        description="Proposer: mtp, eagle3, dflash, dspark, ngram, suffix, draft_model, or off.")
+    draft_model: str | None = Field(
+        None, description="Draft checkpoint (hub id or path). Required for eagle3, dflash and "
+                          "draft_model; optional for mtp (Gemma-4-style assistants) and dspark.")
+    num_speculative_tokens: int = Field(
+        0, ge=0, le=MAX_NUM_SPECULATIVE_TOKENS,
+        description="N, draft tokens verified per step (vLLM's num_speculative_tokens). >= 1 unless "
+                    "method is off. The tuner changes it when tuning is enabled.")
+    block_size: int | None = Field(
+        None, ge=2, le=64,
+        description="Block size the dflash/dspark draft was trained with: dflash needs N <= blockSize-1, "
+                    "dspark N <= blockSize. Read from the checkpoint when omitted (default 16).")
+    schedule: list[ScheduleEntry] | None = Field(
+        None, max_length=16,
+        description="Optional N per batch-size range (vLLM's num_speculative_tokens_per_batch_size).")
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Other vLLM speculative-config keys, passed through (validated against vLLM 0.33's keys).")
+
+
+class EnvVar(_Model):
+    name: str = Field(min_length=1, description="Environment variable name.")
+    value: str = Field("", description="Value.")
+
+
+class ModelCache(_Model):
+    """Where model weights are cached across pod restarts."""
+
+    claim_name: str | None = Field(None, description="PersistentVolumeClaim holding the Hugging Face cache.")
+    host_path: str | None = Field(None, description="Host directory holding the cache (single-node clusters).")
+    mount_path: str = Field("/root/.cache/huggingface", description="Where the cache is mounted in the pod.")
+
+
+class SecretKeyRef(_Model):
+    name: str = Field(min_length=1, description="Secret name in the deployment's namespace.")
+    key: str = Field("token", description="Key within the Secret.")
+
+
+class Engine(_Model):
+    """How each vLLM server runs, beyond the speculative config."""
+
+    args: list[str] = Field(default_factory=list,
+                            description="Extra `vllm serve` arguments. Speculative and port flags are reserved.")
+    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="Container resources; the GPU limit is set from accelerator.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Pod tolerations.")
+    model_cache: ModelCache | None = Field(None, description="Model weight cache volume.")
+    hf_token_secret_ref: SecretKeyRef | None = Field(
+        None, description="Secret key holding a Hugging Face token (exposed as HF_TOKEN).")
+
+
+class Canary(_Model):
+    """How a candidate N is proven before promotion."""
+
+    replicas: int = Field(1, ge=1, le=64, description="Replicas of the canary Deployment.")
+    analysis_window: str = Field("5m", pattern=DURATION_PATTERN,
+                                 description="Length of one analysis window (e.g. 30s, 5m).")
+    windows: int = Field(6, ge=1, le=100, description="Most analysis windows before a verdict.")
+    progress_deadline: str = Field("20m", pattern=DURATION_PATTERN,
+                                   description="A canary not Ready by then is rolled back.")
+    traffic_routing: Literal["replicas", "gateway"] = Field(
+        "replicas", description="replicas: traffic splits by replica ratio behind the Service; "
+                                "gateway: by backend weights of the HTTPRoute named in httpRoute.")
+    http_route: str | None = Field(None, description="HTTPRoute to weight when trafficRouting is gateway.")
+
+
+class Tuning(_Model):
+    """Automatic tuning of N through canaries."""
+
+    enabled: bool = Field(False, description="Let the operator tune numSpeculativeTokens.")
+    candidates: list[int] | None = Field(
+        None, max_length=32,
+        description="N values the tuner may try (0 = speculation off); default: 0..the method's limit.")
+    objective: Literal["throughput", "latency"] = Field(
+        "throughput", description="throughput: output tokens/s at the observed load; latency: time per output token.")
+    canary: Canary = Field(default_factory=Canary, description="Canary rollout settings.")
+    promotion_margin: float = Field(0.02, ge=0.0, le=1.0,
+                                    description="Smallest relative gain that justifies a promotion.")
+    confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Confidence the gain is real before promoting.")
+    cooldown: str = Field("1h", pattern=DURATION_PATTERN, description="Wait between tuning rounds.")
+    mode: Literal["single", "schedule"] = Field(
+        "single", description="single: one N; schedule: also propose an N per batch-size range.")
+
+
+class SpeculativeDeploymentSpec(_Model):
+    """A vLLM deployment with speculative decoding whose N specpilot can tune."""
+
+    model: str = Field(min_length=1, description="Target model: Hugging Face id or local path.")
+    served_model_name: str | None = Field(None, description="Model name clients use (default: model).")
+    replicas: int = Field(1, ge=0, le=1000, description="Stable replicas.")
+    accelerator: Accelerator = Field(default_factory=Accelerator, description="GPUs per replica.")
+    image: str | None = Field(None, description="Serving image; default per vendor at the supported vLLM version.")
+    speculative: Speculative = Field(description="Speculative-decoding method, draft and N.")
+    engine: Engine = Field(default_factory=Engine, description="vLLM server settings.")
+    tuning: Tuning = Field(default_factory=Tuning, description="Automatic tuning of N.")
+
+
+class Condition(_Model):
+    type: str = Field(description="Ready, Progressing, SpecValid, Tuning or Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field("", description="CamelCase reason.")
+    message: str = Field("", description="Human-readable detail.")
+    last_transition_time: str | None = Field(None, description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, description="Generation this condition reflects.")
+
+
+class SpeculativeDeploymentStatus(_Model):
+    """Observed state, written by the operator."""
+
+    observed_generation: int | None = Field(None, description="Generation last reconciled.")
+    phase: str | None = Field(None, description="Pending, Running, Tuning, Degraded, Invalid or Paused.")
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+    method: str | None = Field(None, description="Method the stable pods run.")
+    num_speculative_tokens: int | None = Field(None, description="N the stable pods run.")
+    canary_num_speculative_tokens: int | None = Field(None, description="N of the running canary, if any.")
+    replicas: int | None = Field(None, description="Stable pods.")
+    ready_replicas: int | None = Field(None, description="Stable pods Ready.")
+    accepted_length: float | None = Field(None, description="Mean accepted length (1 + accepted/drafts), last window.")
+    tuning: dict[str, Any] | None = Field(
+        None, description="Tuner state machine (resumable after an operator restart) and decision history.")
+
+
+class SpeculativeDeployment(_Model):
+    api_version: Literal["specpilot.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["SpeculativeDeployment"] = KIND
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: SpeculativeDeploymentSpec
+    status: SpeculativeDeploymentStatus | None = None

@@ -1,0 +1,1 @@
+"""specpilot's serving-pod runtime: launches and supervises vLLM with a speculative config."""

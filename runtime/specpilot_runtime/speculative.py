@@ -1,0 +1,256 @@
+"""vLLM's speculative-decoding surface: methods, known config keys and per-method rules.
+
+The single source of truth for what specpilot knows about speculative decoding in vLLM 0.33
+(see vLLM's `vllm/config/speculative.py`). The operator's CRD, validation and rendering, the
+runtime's argv builder and the tuner's drafter families all derive from this module.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Family(str, enum.Enum):
+    """How a drafter's cost and acceptance depend on N (FACTS §3)."""
+
+    SEQUENTIAL = "sequential"  # one drafter step per draft token (MTP, EAGLE, draft model)
+    PARALLEL = "parallel"  # one pass drafts the whole block (DFlash, DSpark)
+    NEAR_FREE = "near_free"  # lookup-based, no neural drafter (ngram, suffix)
+    NONE = "none"  # speculation off
+
+
+@dataclass(frozen=True)
+class MethodRule:
+    """What vLLM requires of one `method`, and what specpilot assumes about it."""
+
+    name: str
+    family: Family
+    draft_model: str  # "required" | "optional" | "forbidden"
+    default_n: int  # the common starting N (what people use before tuning)
+    block_bound: int | None = None  # N <= block_size + block_bound when a block size is known
+    default_block_size: int | None = None
+    # True when the k-th draft token does not depend on N, so counters at N give E[L_N'] for N' <= N.
+    prefix_transfers: bool = True
+    note: str = ""
+
+
+OFF = "off"
+
+METHODS: dict[str, MethodRule] = {
+    r.name: r
+    for r in (
+        MethodRule("mtp", Family.SEQUENTIAL, "optional", default_n=3,
+                   note="built-in MTP layers; a Gemma-4-style MTP assistant is given as the draft model"),
+        MethodRule("eagle3", Family.SEQUENTIAL, "required", default_n=3),
+        MethodRule("draft_model", Family.SEQUENTIAL, "required", default_n=4),
+        MethodRule("dflash", Family.PARALLEL, "required", default_n=7, block_bound=-1,
+                   default_block_size=16, prefix_transfers=False,
+                   note="drafts 1 + N query tokens: a checkpoint with block size B supports N <= B-1"),
+        MethodRule("dspark", Family.PARALLEL, "optional", default_n=7, block_bound=0,
+                   default_block_size=16, prefix_transfers=False,
+                   note="N above the block size collapses acceptance"),
+        MethodRule("ngram", Family.NEAR_FREE, "forbidden", default_n=3),
+        MethodRule("suffix", Family.NEAR_FREE, "forbidden", default_n=4,
+                   note="needs the arctic-inference package in the image"),
+        MethodRule(OFF, Family.NONE, "forbidden", default_n=0),
+    )
+}
+
+SPECULATIVE_METHODS = tuple(m for m in METHODS if m != OFF)
+
+# Methods vLLM removed, with why, so users get a reason rather than "not in enum".
+REMOVED_METHODS: dict[str, str] = {
+    "medusa": "vLLM removed Medusa; use eagle3 or mtp",
+    "mlp_speculator": "vLLM removed MLP speculators; use eagle3 or draft_model",
+}
+
+# Largest N specpilot accepts for any method: beyond this vLLM's buffers grow for no measured gain.
+MAX_NUM_SPECULATIVE_TOKENS = 32
+
+# Every user-settable key of vLLM 0.33's SpeculativeConfig (it rejects unknown keys).
+VLLM_SPECULATIVE_KEYS: frozenset[str] = frozenset({
+    "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
+    "draft_tensor_parallel_size", "quantization", "moe_backend", "attention_backend",
+    "kv_cache_dtype", "max_model_len", "revision", "code_revision", "enforce_eager",
+    "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
+    "disable_lookahead_block_hashes", "draft_lm_head_quantization", "use_local_argmax_reduction",
+    "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min", "parallel_drafting",
+    "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob", "draft_load_config",
+    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
+    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk", "xpress_topc",
+    "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k",
+})
+
+# Keys specpilot sets itself from the spec; `extra` may not override them.
+OWNED_KEYS: frozenset[str] = frozenset({"method", "model", "num_speculative_tokens"})
+
+# Keys that look plausible (docs mention them) but vLLM 0.33 refuses, with the fix.
+MISLEADING_KEYS: dict[str, str] = {
+    "enable_adaptive_k": "vLLM 0.33 has no enable_adaptive_k; see num_speculative_tokens_per_batch_size",
+    "adaptive_verification": "the key is enable_adaptive_verification",
+    "tensor_parallel_size": "use draft_tensor_parallel_size for the drafter",
+    "speculative_model": "set spec.speculative.draftModel",
+}
+
+# Command-line flags that would fight the speculative config specpilot renders.
+SPECULATIVE_FLAGS: frozenset[str] = frozenset({
+    "--speculative-config", "--speculative_config", "-sc", "--speculative-model",
+    "--num-speculative-tokens", "--speculative-draft-tensor-parallel-size",
+    "--ngram-prompt-lookup-max", "--ngram-prompt-lookup-min", "--speculative-max-model-len",
+    "--speculative-disable-by-batch-size", "--spec-decoding-acceptance-method",
+})
+
+ALLOWED_ENUMS: dict[str, tuple[str, ...]] = {
+    "rejection_sample_method": ("standard", "synthetic", "block", "fly"),
+    "draft_sample_method": ("greedy", "probabilistic"),
+    "draft_lm_head_quantization": ("fp8", "nvfp4"),
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: where (dotted path) and what, with what is allowed."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def max_n(method: str, block_size: int | None) -> int:
+    """Largest N vLLM can usefully run for this method and draft block size."""
+    rule = METHODS[method]
+    if rule.family is Family.NONE:
+        return 0
+    if rule.block_bound is not None:
+        return (block_size or rule.default_block_size or 0) + rule.block_bound
+    return MAX_NUM_SPECULATIVE_TOKENS
+
+
+class SpeculativeConfig(BaseModel):
+    """specpilot's view of a speculative config; `to_vllm()` gives vLLM's own JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    model: str | None = None
+    num_speculative_tokens: int = Field(default=0, ge=0)
+    block_size: int | None = Field(default=None, ge=2)
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def problems(self, path: str = "speculative") -> list[Problem]:
+        """Every rule violation, named by field (paths use the CRD's camelCase names)."""
+        return check(self, path)
+
+    def to_vllm(self) -> dict[str, Any] | None:
+        """vLLM's `--speculative-config` JSON; None when speculation is off."""
+        if self.method == OFF:
+            return None
+        out: dict[str, Any] = {"method": self.method}
+        if self.model:
+            out["model"] = self.model
+        out["num_speculative_tokens"] = self.num_speculative_tokens
+        if self.num_speculative_tokens_per_batch_size:
+            out["num_speculative_tokens_per_batch_size"] = [
+                list(e) for e in self.num_speculative_tokens_per_batch_size
+            ]
+        out.update(self.extra)
+        return out
+
+
+def check(cfg: SpeculativeConfig, path: str = "speculative") -> list[Problem]:
+    """The per-method rules, as problems with CRD field paths."""
+    p: list[Problem] = []
+    m = cfg.method
+    if m in REMOVED_METHODS:
+        return [Problem(f"{path}.method", f"{m!r} is not supported: {REMOVED_METHODS[m]}")]
+    if m not in METHODS:
+        allowed = ", ".join(METHODS)
+        return [Problem(f"{path}.method", f"unknown method {m!r}, allowed: {allowed}")]
+    rule = METHODS[m]
+    n = cfg.num_speculative_tokens
+    if rule.draft_model == "required" and not cfg.model:
+        p.append(Problem(f"{path}.draftModel", f"method {m} needs a draft model (hub id or path)"))
+    if rule.draft_model == "forbidden" and cfg.model:
+        p.append(Problem(f"{path}.draftModel", f"method {m} takes no draft model; remove it"))
+    if m == OFF:
+        if n:
+            p.append(Problem(f"{path}.numSpeculativeTokens",
+                             "must be 0 or omitted when method is off"))
+        if cfg.extra:
+            p.append(Problem(f"{path}.extra", "must be empty when method is off"))
+        return p
+    if n < 1:
+        p.append(Problem(f"{path}.numSpeculativeTokens", f"must be >= 1 for method {m}"))
+    limit = max_n(m, cfg.block_size)
+    if n > limit:
+        why = rule.note or f"at most {MAX_NUM_SPECULATIVE_TOKENS}"
+        p.append(Problem(f"{path}.numSpeculativeTokens",
+                         f"{n} is too large for {m} (block size {cfg.block_size or rule.default_block_size}): "
+                         f"allowed 1..{limit}; {why}"))
+    if cfg.block_size is not None and rule.block_bound is None:
+        p.append(Problem(f"{path}.blockSize", f"only dflash and dspark take a block size, not {m}"))
+    p += _check_extra(cfg, f"{path}.extra")
+    p += _check_schedule(cfg, path)
+    return p
+
+
+def _check_extra(cfg: SpeculativeConfig, path: str) -> list[Problem]:
+    p: list[Problem] = []
+    for key, value in cfg.extra.items():
+        where = f"{path}.{key}"
+        if key in OWNED_KEYS:
+            p.append(Problem(where, "is set by specpilot from method, draftModel and "
+                                    "numSpeculativeTokens; set those fields instead"))
+        elif key in MISLEADING_KEYS:
+            p.append(Problem(where, f"not a vLLM 0.33 speculative-config key: {MISLEADING_KEYS[key]}"))
+        elif key not in VLLM_SPECULATIVE_KEYS:
+            p.append(Problem(where, "not a vLLM 0.33 speculative-config key (vLLM rejects unknown "
+                                    "keys); see docs/speculative-keys.md for the allowed keys"))
+        elif key in ALLOWED_ENUMS and value not in ALLOWED_ENUMS[key]:
+            p.append(Problem(where, f"{value!r} is not allowed, use one of {', '.join(ALLOWED_ENUMS[key])}"))
+    lo, hi = cfg.extra.get("prompt_lookup_min"), cfg.extra.get("prompt_lookup_max")
+    if cfg.method != "ngram" and (lo is not None or hi is not None):
+        p.append(Problem(f"{path}.prompt_lookup_min", "prompt_lookup_* apply only to method ngram"))
+    for key, v in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            p.append(Problem(f"{path}.{key}", f"must be an integer >= 1, got {v!r}"))
+    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+        p.append(Problem(f"{path}.prompt_lookup_min",
+                         f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})"))
+    rates = cfg.extra.get("synthetic_acceptance_rates")
+    if rates is not None:
+        ok = isinstance(rates, list) and all(isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates)
+        if not ok or len(rates) != cfg.num_speculative_tokens or rates != sorted(rates, reverse=True):
+            p.append(Problem(f"{path}.synthetic_acceptance_rates",
+                             f"must be {cfg.num_speculative_tokens} non-increasing numbers in [0, 1]"))
+    dtp = cfg.extra.get("draft_tensor_parallel_size")
+    if dtp is not None and (not isinstance(dtp, int) or dtp < 1):
+        p.append(Problem(f"{path}.draft_tensor_parallel_size", "must be 1 or the target's tensor-parallel size"))
+    return p
+
+
+def _check_schedule(cfg: SpeculativeConfig, path: str) -> list[Problem]:
+    sched = cfg.num_speculative_tokens_per_batch_size
+    if not sched:
+        return []
+    where = f"{path}.schedule"
+    p: list[Problem] = []
+    prev_hi = 0
+    for i, (lo, hi, k) in enumerate(sched):
+        if lo < 1 or hi < lo:
+            p.append(Problem(f"{where}[{i}]", f"batch-size range [{lo}, {hi}] must have 1 <= lo <= hi"))
+        if lo <= prev_hi:
+            p.append(Problem(f"{where}[{i}]", "batch-size ranges must be increasing and not overlap"))
+        if not 0 <= k <= cfg.num_speculative_tokens:
+            p.append(Problem(f"{where}[{i}]", f"N={k} must lie in 0..numSpeculativeTokens "
+                                              f"({cfg.num_speculative_tokens}): it cannot exceed the started N"))
+        prev_hi = hi
+    return p
