@@ -7,7 +7,7 @@ field's description here is what `kubectl explain` shows. Field names (camelCase
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -27,6 +27,16 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+
+# Kubernetes object names that can also name a Service and a label value: a DNS-1035 label.
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+NAME_MAX_LENGTH = 63
+
+# Bounds on lists and strings that CEL rules read: the API server estimates a rule's cost from them.
+MAX_ENGINE_ARGS = 128
+MAX_ARG_LENGTH = 1024
+EngineArg = Annotated[str, Field(max_length=MAX_ARG_LENGTH)]
+Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 
 
 def duration_seconds(text: str) -> float:
@@ -84,7 +94,10 @@ class Speculative(_Model):
 
 
 class EnvVar(_Model):
-    name: str = Field(min_length=1, description="Environment variable name.")
+    """One environment variable for the vLLM process."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+                      description="Environment variable name.")
     value: str = Field("", description="Value.")
 
 
@@ -97,6 +110,8 @@ class ModelCache(_Model):
 
 
 class SecretKeyRef(_Model):
+    """A key in a Secret of the deployment's namespace."""
+
     name: str = Field(min_length=1, description="Secret name in the deployment's namespace.")
     key: str = Field("token", description="Key within the Secret.")
 
@@ -104,9 +119,12 @@ class SecretKeyRef(_Model):
 class Engine(_Model):
     """How each vLLM server runs, beyond the speculative config."""
 
-    args: list[str] = Field(default_factory=list,
-                            description="Extra `vllm serve` arguments. Speculative and port flags are reserved.")
-    env: list[EnvVar] = Field(default_factory=list, description="Extra environment variables.")
+    args: list[EngineArg] = Field(
+        default_factory=list, max_length=MAX_ENGINE_ARGS,
+        description="Extra `vllm serve` arguments, one per item (`--flag=value` or `--flag`, `value`). "
+                    "Speculative, model, port and tensor-parallel flags are reserved.")
+    env: list[EnvVar] = Field(default_factory=list, max_length=128,
+                              description="Extra environment variables for the vLLM process.")
     resources: dict[str, Any] = Field(
         default_factory=dict, description="Container resources; the GPU limit is set from accelerator.")
     node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
@@ -128,15 +146,15 @@ class Canary(_Model):
     traffic_routing: Literal["replicas", "gateway"] = Field(
         "replicas", description="replicas: traffic splits by replica ratio behind the Service; "
                                 "gateway: by backend weights of the HTTPRoute named in httpRoute.")
-    http_route: str | None = Field(None, description="HTTPRoute to weight when trafficRouting is gateway.")
+    http_route: str | None = Field(None, max_length=253, description="HTTPRoute to weight when trafficRouting is gateway.")
 
 
 class Tuning(_Model):
     """Automatic tuning of N through canaries."""
 
     enabled: bool = Field(False, description="Let the operator tune numSpeculativeTokens.")
-    candidates: list[int] | None = Field(
-        None, max_length=32,
+    candidates: list[Candidate] | None = Field(
+        None, min_length=1, max_length=MAX_NUM_SPECULATIVE_TOKENS + 1,
         description="N values the tuner may try (0 = speculation off); default: 0..the method's limit.")
     objective: Literal["throughput", "latency"] = Field(
         "throughput", description="throughput: output tokens/s at the observed load; latency: time per output token.")
@@ -163,6 +181,8 @@ class SpeculativeDeploymentSpec(_Model):
 
 
 class Condition(_Model):
+    """A standard Kubernetes condition."""
+
     type: str = Field(description="Ready, Progressing, SpecValid, Tuning or Degraded.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field("", description="CamelCase reason.")

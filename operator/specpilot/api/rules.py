@@ -1,0 +1,159 @@
+"""The CRD's cross-field rules as CEL (`x-kubernetes-validations`), generated from speculative.py.
+
+Every method list and limit below is read from the runtime's tables, so adding a method or changing a
+bound there changes the CRD (and the drift test tells you to regenerate it). Rules are keyed by the
+schema location they sit on: dotted property names, `[]` for a list's items, "" for the root.
+Each rule reads only fields whose size the schema bounds (maxItems / maxLength), so the API server's
+cost estimate stays within its limits.
+"""
+
+from __future__ import annotations
+
+from specpilot_runtime.engine_config import DISABLE_LOG_STATS, OWNED_FLAGS
+from specpilot_runtime.speculative import (
+    MAX_NUM_SPECULATIVE_TOKENS,
+    METHODS,
+    OFF,
+    SPECULATIVE_FLAGS,
+    Family,
+)
+
+Rule = dict[str, str]
+
+
+def _list(values: list[str] | tuple[str, ...] | frozenset[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in sorted(values)) + "]"
+
+
+def _methods(draft_model: str) -> list[str]:
+    return sorted(m for m, r in METHODS.items() if r.draft_model == draft_model)
+
+
+def _block_methods() -> list[str]:
+    return sorted(m for m, r in METHODS.items() if r.block_bound is not None)
+
+
+def max_n_expression(spec: str) -> str:
+    """CEL for speculative.max_n(method, blockSize), with `spec` the expression of the spec object."""
+    method = f"{spec}.speculative.method"
+    expr = str(MAX_NUM_SPECULATIVE_TOKENS)
+    for name, rule in reversed(list(METHODS.items())):
+        if rule.family is Family.NONE:
+            expr = f"{method} == '{name}' ? 0 : ({expr})"
+        elif rule.block_bound is not None:
+            block = (f"(has({spec}.speculative.blockSize) ? {spec}.speculative.blockSize "
+                     f": {rule.default_block_size})")
+            expr = f"{method} == '{name}' ? {block} + ({rule.block_bound}) : ({expr})"
+    return expr
+
+
+def _flag_used(args: str, flags: frozenset[str]) -> str:
+    return f"{args}.exists(a, {_list(flags)}.exists(f, a == f || a.startsWith(f + '=')))"
+
+
+def _speculative_rules() -> list[Rule]:
+    required, forbidden = _methods("required"), _methods("forbidden")
+    rules: list[Rule] = [
+        {"rule": f"!(self.method in {_list(required)}) || has(self.draftModel)",
+         "fieldPath": ".draftModel", "reason": "FieldValueRequired",
+         "message": f"draftModel is required for methods {', '.join(required)}: "
+                    "set a draft checkpoint (hub id or path)"},
+        {"rule": f"!(self.method in {_list(forbidden)}) || !has(self.draftModel)",
+         "fieldPath": ".draftModel", "reason": "FieldValueForbidden",
+         "message": f"draftModel must not be set for methods {', '.join(forbidden)}: remove it"},
+        {"rule": f"self.method == '{OFF}' || self.numSpeculativeTokens >= 1",
+         "fieldPath": ".numSpeculativeTokens",
+         "message": f"numSpeculativeTokens must be >= 1 (at most {MAX_NUM_SPECULATIVE_TOKENS}) "
+                    "unless method is off"},
+        {"rule": f"self.method != '{OFF}' || self.numSpeculativeTokens == 0",
+         "fieldPath": ".numSpeculativeTokens",
+         "message": "numSpeculativeTokens must be 0 or omitted when method is off"},
+        {"rule": f"self.method != '{OFF}' || !has(self.schedule)",
+         "fieldPath": ".schedule", "reason": "FieldValueForbidden",
+         "message": "schedule must be omitted when method is off"},
+        {"rule": "!has(self.schedule) || "
+                 "self.schedule.all(e, e.numSpeculativeTokens <= self.numSpeculativeTokens)",
+         "fieldPath": ".schedule",
+         "message": "every schedule entry's numSpeculativeTokens must be <= the started "
+                    "numSpeculativeTokens (vLLM sizes its buffers for that N)"},
+        {"rule": f"!has(self.blockSize) || self.method in {_list(_block_methods())}",
+         "fieldPath": ".blockSize", "reason": "FieldValueForbidden",
+         "message": f"blockSize applies only to methods {', '.join(_block_methods())}: remove it"},
+    ]
+    for name in _block_methods():
+        rule = METHODS[name]
+        bound = rule.block_bound or 0
+        limit = _block_limit(name)
+        block = f"(has(self.blockSize) ? self.blockSize : {rule.default_block_size})"
+        rules.append({
+            "rule": f"self.method != '{name}' || self.numSpeculativeTokens <= {block} + ({bound})",
+            "fieldPath": ".numSpeculativeTokens",
+            "message": f"{name} allows numSpeculativeTokens <= {limit} "
+                       f"(blockSize defaults to {rule.default_block_size}): {rule.note}"})
+    return rules
+
+
+def _engine_rules() -> list[Rule]:
+    other_owned = OWNED_FLAGS - SPECULATIVE_FLAGS
+    return [
+        {"rule": f"!has(self.args) || !{_flag_used('self.args', SPECULATIVE_FLAGS)}",
+         "fieldPath": ".args", "reason": "FieldValueForbidden",
+         "message": f"args must not carry speculative flags ({', '.join(sorted(SPECULATIVE_FLAGS))}): "
+                    "set spec.speculative instead"},
+        {"rule": f"!has(self.args) || !{_flag_used('self.args', other_owned)}",
+         "fieldPath": ".args", "reason": "FieldValueForbidden",
+         "message": f"args must not carry {', '.join(sorted(other_owned))}: specpilot sets them from "
+                    "spec.model, spec.servedModelName and spec.accelerator"},
+    ]
+
+
+def _block_limit(method: str) -> str:
+    """A block method's N limit in words: "blockSize - 1", "blockSize"."""
+    bound = METHODS[method].block_bound or 0
+    return "blockSize" + (f" - {-bound}" if bound < 0 else f" + {bound}" if bound > 0 else "")
+
+
+def _limits_text() -> str:
+    """The per-method N limits in words, e.g. "blockSize - 1 for dflash, ..., 32 for other methods"."""
+    parts = [f"{_block_limit(name)} for {name}" for name in _block_methods()]
+    return ", ".join(parts) + f", {MAX_NUM_SPECULATIVE_TOKENS} for other methods; only 0 when method is off"
+
+
+def _spec_rules() -> list[Rule]:
+    return [
+        {"rule": "!has(self.tuning) || !has(self.tuning.candidates) || "
+                 f"self.tuning.candidates.all(c, c <= ({max_n_expression('self')}))",
+         "fieldPath": ".tuning.candidates",
+         "message": "every tuning candidate must lie within the method's limits: 0 (speculation off) "
+                    f"up to {_limits_text()}"},
+        {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
+                 f"self.speculative.method != '{OFF}'",
+         "fieldPath": ".tuning.enabled",
+         "message": "tuning needs a speculative method: with method off there is no N to tune"},
+        {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
+                 "!has(self.engine) || !has(self.engine.args) || "
+                 f"!self.engine.args.exists(a, a == '{DISABLE_LOG_STATS}')",
+         "fieldPath": ".engine.args", "reason": "FieldValueForbidden",
+         "message": f"{DISABLE_LOG_STATS} turns off the vllm: metrics tuning reads: remove it or set "
+                    "tuning.enabled to false"},
+    ]
+
+
+RULES: dict[str, list[Rule]] = {
+    "spec": _spec_rules(),
+    "spec.speculative": _speculative_rules(),
+    "spec.speculative.schedule[]": [
+        {"rule": "self.minBatchSize <= self.maxBatchSize", "fieldPath": ".maxBatchSize",
+         "message": "maxBatchSize must be >= minBatchSize"},
+    ],
+    "spec.engine": _engine_rules(),
+    "spec.engine.modelCache": [
+        {"rule": "has(self.claimName) != has(self.hostPath)",
+         "message": "set exactly one of claimName or hostPath"},
+    ],
+    "spec.tuning.canary": [
+        {"rule": "self.trafficRouting != 'gateway' || has(self.httpRoute)",
+         "fieldPath": ".httpRoute", "reason": "FieldValueRequired",
+         "message": "httpRoute is required when trafficRouting is gateway"},
+    ],
+}
