@@ -1,0 +1,191 @@
+"""The simulated engine core: continuous batching, step timing and token accounting. Pure.
+
+No clocks, sockets or sleeps here: the engine keeps its own clock in seconds, which each step advances by
+the profile's step time, and returns what happened as a `StepOutcome`. The asyncio loop in `server.py`
+paces steps against wall time and turns outcomes into HTTP responses and metrics.
+
+Model of one engine step (what vLLM's scheduler does, reduced to what speculative decoding changes):
+- waiting requests are admitted FIFO while fewer than `max_num_seqs` run;
+- the step takes `profile.step_time(N, B)` at B running sequences, times a noise factor;
+- a newly admitted request is prefilled and gets its first token (no draft is verified for it);
+- every other running request verifies one draft of N tokens and gets 1 + accepted tokens, accepted
+  drawn from the profile's survival curve at N, cut at its max_tokens;
+- vLLM counts every verified draft and its accepted tokens, even when max_tokens cuts the output.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from .acceptance import accepted_length
+from .profile import Profile
+
+# A step never runs faster than this share of the profile's time, whatever the noise draw.
+MIN_NOISE_FACTOR = 0.05
+
+
+@dataclass
+class SimRequest:
+    """One generation request as the engine tracks it (times on the engine clock, seconds)."""
+
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    arrival: float
+    generated: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Emission:
+    """Tokens one request got from one step."""
+
+    request_id: str
+    tokens: int
+    finished: bool
+
+
+@dataclass(frozen=True)
+class FinishedRequest:
+    request_id: str
+    prompt_tokens: int
+    generation_tokens: int
+    e2e_latency: float
+    # Mean time per output token after the first (vLLM's request_time_per_output_token); None for
+    # one-token requests, which have no decode phase.
+    time_per_output_token: float | None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """Everything one engine step changed, for responses and metrics."""
+
+    end: float
+    duration: float
+    batch_size: int
+    prompt_tokens: int
+    generation_tokens: int
+    emissions: tuple[Emission, ...]
+    finished: tuple[FinishedRequest, ...]
+    time_to_first_token: tuple[float, ...]
+    inter_token_latency: tuple[float, ...]
+    drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    accepted_per_pos: tuple[int, ...]
+    running: int
+    waiting: int
+    kv_cache_usage: float
+
+
+@dataclass
+class Engine:
+    """Continuous-batching engine at a fixed N, driven step by step."""
+
+    profile: Profile
+    num_speculative_tokens: int
+    rng: random.Random
+    max_num_seqs: int = 256
+    kv_cache_tokens: int = 131072
+    clock: float = 0.0
+    _waiting: deque[SimRequest] = field(default_factory=deque)
+    _running: dict[str, SimRequest] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Validates N against the profile once, so a bad N fails at start rather than mid-request.
+        self._survival = self.profile.survival_at(self.num_speculative_tokens)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._waiting or self._running)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def catch_up(self, now: float) -> None:
+        """Move an idle engine's clock to `now`: time passes while nothing runs."""
+        if not self.busy:
+            self.clock = max(self.clock, now)
+
+    def submit(self, request_id: str, prompt_tokens: int, max_tokens: int) -> SimRequest:
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        req = SimRequest(request_id, prompt_tokens, max_tokens, arrival=self.clock)
+        self._waiting.append(req)
+        return req
+
+    def abort(self, request_id: str) -> None:
+        """Drop a request whose client went away; its tokens so far stay counted."""
+        self._running.pop(request_id, None)
+        self._waiting = deque(r for r in self._waiting if r.request_id != request_id)
+
+    def step(self) -> StepOutcome:
+        """Run one engine step: admit, time it, give every running request its tokens."""
+        while self._waiting and len(self._running) < self.max_num_seqs:
+            req = self._waiting.popleft()
+            self._running[req.request_id] = req
+        batch = len(self._running)
+        n = self.num_speculative_tokens
+        noise = max(MIN_NOISE_FACTOR, self.rng.gauss(1.0, self.profile.noise)) if self.profile.noise else 1.0
+        duration = self.profile.step_time(n, batch) / 1000.0 * noise
+        end = self.clock + duration
+
+        emissions: list[Emission] = []
+        finished: list[FinishedRequest] = []
+        ttft: list[float] = []
+        itl: list[float] = []
+        per_pos = [0] * n
+        drafts = accepted_total = prompt_tokens = generation_tokens = 0
+        for req in list(self._running.values()):
+            if req.generated == 0:
+                prompt_tokens += req.prompt_tokens
+                tokens = 1
+                req.first_token_at = end
+                ttft.append(end - req.arrival)
+            else:
+                tokens = 1
+                if n:
+                    accepted = accepted_length(self._survival, self.rng.random())
+                    drafts += 1
+                    accepted_total += accepted
+                    for k in range(accepted):
+                        per_pos[k] += 1
+                    tokens += accepted
+                assert req.last_token_at is not None
+                itl.append(end - req.last_token_at)
+            tokens = min(tokens, req.max_tokens - req.generated)
+            req.generated += tokens
+            req.last_token_at = end
+            generation_tokens += tokens
+            done = req.generated >= req.max_tokens
+            emissions.append(Emission(req.request_id, tokens, done))
+            if done:
+                del self._running[req.request_id]
+                finished.append(_finish(req, end))
+
+        self.clock = end
+        kv_tokens = sum(r.prompt_tokens + r.generated for r in self._running.values())
+        return StepOutcome(
+            end=end, duration=duration, batch_size=batch,
+            prompt_tokens=prompt_tokens, generation_tokens=generation_tokens,
+            emissions=tuple(emissions), finished=tuple(finished),
+            time_to_first_token=tuple(ttft), inter_token_latency=tuple(itl),
+            drafts=drafts, draft_tokens=drafts * n, accepted_tokens=accepted_total,
+            accepted_per_pos=tuple(per_pos),
+            running=len(self._running), waiting=len(self._waiting),
+            kv_cache_usage=min(1.0, kv_tokens / self.kv_cache_tokens),
+        )
+
+
+def _finish(req: SimRequest, end: float) -> FinishedRequest:
+    assert req.first_token_at is not None
+    tpot = (end - req.first_token_at) / (req.generated - 1) if req.generated > 1 else None
+    return FinishedRequest(req.request_id, req.prompt_tokens, req.generated, end - req.arrival, tpot)

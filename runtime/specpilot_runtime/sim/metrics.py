@@ -1,0 +1,102 @@
+"""The simulated engine's /metrics: vLLM's own families for speculative decoding and serving.
+
+Names come from `vllm_metrics`; types, label names, HELP text and histogram buckets follow vLLM's
+Prometheus stat logger, so the operator, dashboards and alerts cannot tell a simulated pod from a real
+one. `tests/unit/test_sim_conformance.py` holds this against a real vLLM scrape. Like vLLM, the
+speculative-decoding counters exist only when speculation is on (N >= 1), and every counter and
+histogram carries prometheus_client's `_created` gauge.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from .. import vllm_metrics as vm
+from .engine import StepOutcome
+
+# vLLM's bucket boundaries for these histograms.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TOKEN_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+                         7.5, 10.0, 20.0, 40.0, 80.0)
+REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                           60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136,
+                           144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256,
+                           272, 288, 304, 320, 336, 352, 368, 384, 400, 416, 432, 448, 464, 480, 496,
+                           512)
+
+ENGINE_INDEX = "0"  # one engine core per simulated server, as vLLM without data parallelism
+
+
+class SimMetrics:
+    """One engine's metric families in a private registry (several engines can share a process)."""
+
+    def __init__(self, model_name: str, num_speculative_tokens: int) -> None:
+        self.registry = CollectorRegistry()
+        labels = [vm.LABEL_MODEL, vm.LABEL_ENGINE]
+        values = (model_name, ENGINE_INDEX)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labels, registry=self.registry).labels(*values)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=self.registry).labels(*values)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=self.registry).labels(*values)
+
+        self.running = gauge(vm.RUNNING, "Number of requests in model execution batches.")
+        self.waiting = gauge(vm.WAITING, "Number of requests waiting to be processed.")
+        self.kv_cache_usage = gauge(vm.KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent usage.")
+        self.preemptions = counter(vm.PREEMPTIONS, "Cumulative number of preemption from the engine.")
+        self.prompt_tokens = counter(vm.PROMPT_TOKENS, "Number of prefill tokens processed.")
+        self.generation_tokens = counter(vm.GENERATION_TOKENS, "Number of generation tokens processed.")
+        self.iteration_tokens = histogram(vm.ITERATION_TOKENS, "Histogram of number of tokens per engine_step.",
+                                          ITERATION_TOKEN_BUCKETS)
+        self.ttft = histogram(vm.TTFT, "Histogram of time to first token in seconds.", TTFT_BUCKETS)
+        self.inter_token_latency = histogram(vm.INTER_TOKEN_LATENCY, "Histogram of inter-token latency in seconds.",
+                                             TOKEN_LATENCY_BUCKETS)
+        self.tpot = histogram(vm.TPOT, "Histogram of time_per_output_token_seconds per request.",
+                              TOKEN_LATENCY_BUCKETS)
+        self.e2e_latency = histogram(vm.E2E_LATENCY, "Histogram of e2e request latency in seconds.",
+                                     REQUEST_LATENCY_BUCKETS)
+
+        self.spec_enabled = num_speculative_tokens > 0
+        if self.spec_enabled:
+            self.drafts = counter(vm.SPEC_DRAFTS, "Number of spec decoding drafts.")
+            self.draft_tokens = counter(vm.SPEC_DRAFT_TOKENS, "Number of draft tokens.")
+            self.accepted_tokens = counter(vm.SPEC_ACCEPTED_TOKENS, "Number of accepted tokens.")
+            per_pos = Counter(vm.SPEC_ACCEPTED_PER_POS, "Accepted tokens per draft position.",
+                              [*labels, vm.LABEL_POSITION], registry=self.registry)
+            # Every position exists from the start (value 0), as in vLLM.
+            self.accepted_per_pos = [per_pos.labels(*values, str(k)) for k in range(num_speculative_tokens)]
+
+    def set_queue(self, running: int, waiting: int) -> None:
+        self.running.set(running)
+        self.waiting.set(waiting)
+
+    def record(self, step: StepOutcome) -> None:
+        """Fold one engine step into the counters, gauges and histograms."""
+        self.set_queue(step.running, step.waiting)
+        self.kv_cache_usage.set(step.kv_cache_usage)
+        self.prompt_tokens.inc(step.prompt_tokens)
+        self.generation_tokens.inc(step.generation_tokens)
+        self.iteration_tokens.observe(step.prompt_tokens + step.generation_tokens)
+        for t in step.time_to_first_token:
+            self.ttft.observe(t)
+        for t in step.inter_token_latency:
+            self.inter_token_latency.observe(t)
+        for req in step.finished:
+            self.e2e_latency.observe(req.e2e_latency)
+            if req.time_per_output_token is not None:
+                self.tpot.observe(req.time_per_output_token)
+        if self.spec_enabled and step.drafts:
+            self.drafts.inc(step.drafts)
+            self.draft_tokens.inc(step.draft_tokens)
+            self.accepted_tokens.inc(step.accepted_tokens)
+            for counter, count in zip(self.accepted_per_pos, step.accepted_per_pos):
+                counter.inc(count)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

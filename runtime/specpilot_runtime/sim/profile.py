@@ -1,0 +1,161 @@
+"""Engine profiles: the acceptance curve and step-time table a simulated engine runs by.
+
+The file format is the tuner's (issue 4): `{"profiles": [{"name", "method", "max_n", "survival",
+"survival_by_n", "step_time_ms", "concurrency", "noise"}]}`. Unknown keys are ignored so calibration
+notes can travel with a profile. Pure: reading the file is the caller's job (`load_profiles` takes text).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# The example profiles shipped with the runtime, so `simulate` runs without the operator's files.
+BUNDLED_PROFILES = "profiles.json"
+
+
+class ProfileError(ValueError):
+    """A profile file or profile that cannot drive an engine; the message names the field."""
+
+
+def _check_curve(curve: list[float], where: str) -> list[float]:
+    if any(not 0.0 <= s <= 1.0 for s in curve):
+        raise ValueError(f"{where}: every S_k must lie in [0, 1]")
+    if any(b > a for a, b in zip(curve, curve[1:])):
+        raise ValueError(f"{where}: S_k must be non-increasing (S_k = P(first k drafts accepted))")
+    return curve
+
+
+class Profile(BaseModel):
+    """One workload on one deployment: how often drafts survive and how long an engine step takes."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1)
+    method: str = Field(min_length=1)
+    max_n: int = Field(ge=0)
+    survival: list[float]
+    survival_by_n: dict[int, list[float]] = Field(default_factory=dict)
+    step_time_ms: dict[int, list[float]]
+    concurrency: dict[int, float] = Field(default_factory=dict)
+    noise: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @field_validator("survival")
+    @classmethod
+    def _survival(cls, v: list[float]) -> list[float]:
+        return _check_curve(v, "survival")
+
+    @field_validator("survival_by_n")
+    @classmethod
+    def _survival_by_n(cls, v: dict[int, list[float]]) -> dict[int, list[float]]:
+        for n, curve in v.items():
+            if len(curve) < n:
+                raise ValueError(f"survival_by_n[{n}]: needs {n} values, got {len(curve)}")
+            _check_curve(curve, f"survival_by_n[{n}]")
+        return v
+
+    @field_validator("step_time_ms")
+    @classmethod
+    def _step_times(cls, v: dict[int, list[float]]) -> dict[int, list[float]]:
+        if not v:
+            raise ValueError("needs at least one load level")
+        for b, times in v.items():
+            if b < 1:
+                raise ValueError(f"load level {b}: concurrency must be >= 1")
+            if not times or any(t <= 0 for t in times):
+                raise ValueError(f"step_time_ms[{b}]: step times must be positive milliseconds")
+        return v
+
+    @model_validator(mode="after")
+    def _covers_max_n(self) -> Profile:
+        for n in range(1, self.max_n + 1):
+            if n not in self.survival_by_n and len(self.survival) < n:
+                raise ValueError(f"survival has {len(self.survival)} values but max_n is {self.max_n}")
+        for b, times in self.step_time_ms.items():
+            if len(times) < self.max_n + 1:
+                raise ValueError(f"step_time_ms[{b}] has {len(times)} values; needs max_n + 1 = {self.max_n + 1}")
+        return self
+
+    def survival_at(self, n: int) -> tuple[float, ...]:
+        """S_1..S_n when the engine runs at N = n: the `survival_by_n` override if any (parallel
+        drafters, whose k-th token depends on N), else the first n values of `survival`."""
+        self._check_n(n)
+        curve = self.survival_by_n.get(n, self.survival)
+        return tuple(curve[:n])
+
+    def step_time(self, n: int, running: int) -> float:
+        """Noise-free step time in ms at N = n with `running` sequences in the batch.
+
+        Linear in concurrency between the profile's load levels; flat below the lowest level (decode is
+        memory bound there) and extended along the last segment above the highest, never below it.
+        """
+        self._check_n(n)
+        levels = sorted(self.step_time_ms)
+        times = [self.step_time_ms[b][n] for b in levels]
+        b = max(running, 1)
+        if len(levels) == 1 or b <= levels[0]:
+            return times[0]
+        hi = min(bisect.bisect_left(levels, b), len(levels) - 1)
+        lo = hi - 1
+        slope = (times[hi] - times[lo]) / (levels[hi] - levels[lo])
+        t = times[lo] + slope * (b - levels[lo])
+        return max(t, times[-1]) if b > levels[-1] else t
+
+    def _check_n(self, n: int) -> None:
+        if not 0 <= n <= self.max_n:
+            raise ProfileError(f"profile {self.name!r}: num_speculative_tokens {n} is outside 0..max_n "
+                               f"({self.max_n})")
+
+
+def load_profiles(text: str, source: str = "profiles") -> dict[str, Profile]:
+    """Parse a profiles file; every error names the profile and the field."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{source}: not JSON: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), list):
+        raise ProfileError(f"{source}: expected an object with a 'profiles' list")
+    out: dict[str, Profile] = {}
+    for i, raw in enumerate(doc["profiles"]):
+        label = raw.get("name", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        try:
+            profile = Profile.model_validate(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "profile"
+            raise ProfileError(f"{source}: profiles[{i}] ({label}): {field}: {first['msg']}") from e
+        if profile.name in out:
+            raise ProfileError(f"{source}: profile name {profile.name!r} appears twice")
+        out[profile.name] = profile
+    if not out:
+        raise ProfileError(f"{source}: no profiles")
+    return out
+
+
+def read_profile(path: str | Path | None, name: str | None) -> Profile:
+    """The named profile from a file (the bundled examples when path is None).
+
+    `name` may be omitted only when the file holds exactly one profile.
+    """
+    if path is None:
+        text = resources.files(__package__).joinpath(BUNDLED_PROFILES).read_text(encoding="utf-8")
+        source = f"bundled {BUNDLED_PROFILES}"
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ProfileError(f"cannot read profiles file {path}: {e.strerror}") from e
+        source = str(path)
+    profiles = load_profiles(text, source)
+    if name is None:
+        if len(profiles) != 1:
+            raise ProfileError(f"{source} holds {len(profiles)} profiles; pick one with --name: "
+                               f"{', '.join(sorted(profiles))}")
+        return next(iter(profiles.values()))
+    if name not in profiles:
+        raise ProfileError(f"{source} has no profile {name!r}; it has: {', '.join(sorted(profiles))}")
+    return profiles[name]
