@@ -14,17 +14,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from .. import vllm_metrics as vm
 from .engine import StepOutcome
 
-# vLLM's bucket boundaries for these histograms.
+# vLLM's bucket boundaries for these histograms (checked against a real 0.32 scrape).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 TOKEN_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                          7.5, 10.0, 20.0, 40.0, 80.0)
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                            60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-ITERATION_TOKEN_BUCKETS = (1, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136,
-                           144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256,
-                           272, 288, 304, 320, 336, 352, 368, 384, 400, 416, 432, 448, 464, 480, 496,
-                           512)
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 ENGINE_INDEX = "0"  # one engine core per simulated server, as vLLM without data parallelism
 
