@@ -1,11 +1,17 @@
 """The vLLM metric surface specpilot reads: names, the typed snapshot, and deltas.
 
 Metric names live here only; the simulated engine, the scraper, the dashboards and the alerts use them.
+`parse` turns one /metrics exposition into a `Snapshot`; `delta` turns two into the counts of a window;
+`survival`, `mean_acceptance_length`, `acceptance_rate`, `position_acceptance` and `tpot_mean` read
+the quantities of FACTS §3 off either.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import defaultdict
+from dataclasses import dataclass, field, fields, replace
+
+from prometheus_client.parser import text_string_to_metric_families
 
 # Speculative-decoding counters (vLLM exports `<name>_total`; the bare spelling is accepted too).
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
@@ -35,7 +41,10 @@ LABEL_POSITION = "position"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One scrape of one pod, summed over engines. Counters are cumulative since the pod started."""
+    """One scrape of one pod, summed over engines. Counters are cumulative since the pod started.
+
+    A `delta` is a Snapshot too: its counters count the window, its gauges are the later scrape's.
+    """
 
     drafts: float = 0.0
     draft_tokens: float = 0.0
@@ -48,4 +57,139 @@ class Snapshot:
     running: float = 0.0
     waiting: float = 0.0
     scrape_time: float = 0.0
+    # Every other unlabelled vllm: sample (besides model_name and engine), summed over engines and keyed
+    # by its name without `_total`; as scraped, never differenced (it mixes counters and gauges).
     extra: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: float = 0.0
+    preemptions: float = 0.0
+    kv_cache_usage: float = 0.0
+    # On a delta: the counters restarted inside the window (pod restart), so it counts only from then.
+    reset: bool = False
+
+
+# Snapshot fields that are plain counters, by metric name.
+_COUNTER_FIELDS: dict[str, str] = {
+    SPEC_DRAFTS: "drafts",
+    SPEC_DRAFT_TOKENS: "draft_tokens",
+    SPEC_ACCEPTED_TOKENS: "accepted_tokens",
+    GENERATION_TOKENS: "generation_tokens",
+    PROMPT_TOKENS: "prompt_tokens",
+    PREEMPTIONS: "preemptions",
+    TPOT + "_sum": "tpot_sum",
+    TPOT + "_count": "tpot_count",
+}
+_GAUGE_FIELDS: dict[str, str] = {
+    RUNNING: "running",
+    WAITING: "waiting",
+    KV_CACHE_USAGE: "kv_cache_usage",
+}
+_PER_POS_FIELDS: dict[str, str] = {
+    SPEC_ACCEPTED_PER_POS: "accepted_per_pos",
+    SPEC_DRAFTED_PER_POS: "drafted_per_pos",
+}
+_SUMMED_LABELS = frozenset({LABEL_MODEL, LABEL_ENGINE})
+
+
+def _base_name(sample_name: str) -> str:
+    """Counters are exported as `<name>_total`; older exporters and recording rules use the bare name."""
+    return sample_name.removesuffix("_total")
+
+
+def _vector(by_pos: dict[int, float]) -> tuple[float, ...]:
+    return tuple(by_pos.get(i, 0.0) for i in range(max(by_pos) + 1)) if by_pos else ()
+
+
+def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
+    """One /metrics exposition (Prometheus text format) -> Snapshot, summed over `engine`.
+
+    `_created` samples are ignored: they are timestamps, not counts. Raises ValueError on text that is
+    not an exposition.
+    """
+    scalars: dict[str, float] = defaultdict(float)
+    per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in _PER_POS_FIELDS}
+    seen_per_pos: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created") or not sample.name.startswith("vllm:"):
+                continue
+            name = _base_name(sample.name)
+            if name in per_pos and LABEL_POSITION in sample.labels:
+                per_pos[name][int(sample.labels[LABEL_POSITION])] += sample.value
+                seen_per_pos.add(name)
+            elif set(sample.labels) <= _SUMMED_LABELS:
+                scalars[name] += sample.value
+    known = _COUNTER_FIELDS | _GAUGE_FIELDS
+    values = {attr: scalars.get(name, 0.0) for name, attr in known.items()}
+    return Snapshot(
+        **values,
+        accepted_per_pos=_vector(per_pos[SPEC_ACCEPTED_PER_POS]),
+        drafted_per_pos=_vector(per_pos[SPEC_DRAFTED_PER_POS]) if SPEC_DRAFTED_PER_POS in seen_per_pos else None,
+        scrape_time=scrape_time,
+        extra={k: v for k, v in scalars.items() if k not in known},
+    )
+
+
+def _restarted(prev: Snapshot, cur: Snapshot) -> bool:
+    """A counter went down, or the position vector changed length (N changes only with a restart)."""
+    if any(getattr(cur, attr) < getattr(prev, attr) for attr in _COUNTER_FIELDS.values()):
+        return True
+    for attr in _PER_POS_FIELDS.values():
+        a, b = getattr(prev, attr) or (), getattr(cur, attr) or ()
+        if a and len(a) != len(b) or any(y < x for x, y in zip(a, b)):
+            return True
+    return False
+
+
+def delta(prev: Snapshot, cur: Snapshot) -> Snapshot:
+    """The counts between two scrapes of one pod; gauges, scrape time and `extra` are `cur`'s.
+
+    When the pod restarted in between (any counter went down), every counter restarted from zero, so
+    `cur`'s values are the window's counts: the tokens served before the restart are lost, never
+    negative. The result then has `reset=True`.
+    """
+    if _restarted(prev, cur):
+        return replace(cur, reset=True)
+    counts = {attr: getattr(cur, attr) - getattr(prev, attr) for attr in _COUNTER_FIELDS.values()}
+    vectors: dict[str, tuple[float, ...] | None] = {}
+    for attr in _PER_POS_FIELDS.values():
+        a, b = getattr(prev, attr), getattr(cur, attr)
+        # A vector that appears (plugin turned on, speculation started counting) counts from zero.
+        vectors[attr] = None if b is None else tuple(y - x for x, y in zip(a or (0.0,) * len(b), b))
+    return replace(cur, **counts, **vectors, reset=False)
+
+
+def survival(snap: Snapshot) -> tuple[float, ...]:
+    """S_k = P(the first k draft tokens were all accepted), k = 1..N; empty without drafts."""
+    if snap.drafts <= 0:
+        return ()
+    return tuple(a / snap.drafts for a in snap.accepted_per_pos)
+
+
+def mean_acceptance_length(snap: Snapshot) -> float | None:
+    """Tokens per verify step, bonus token included: 1 + accepted / drafts. None without drafts."""
+    if snap.drafts <= 0:
+        return None
+    return 1.0 + snap.accepted_tokens / snap.drafts
+
+
+def acceptance_rate(snap: Snapshot) -> float | None:
+    """Share of drafted tokens that were accepted. None when nothing was drafted."""
+    if snap.draft_tokens <= 0:
+        return None
+    return snap.accepted_tokens / snap.draft_tokens
+
+
+def position_acceptance(snap: Snapshot) -> tuple[float | None, ...] | None:
+    """Accepted / drafted at each position: unlike survival, right when drafts can be shorter than N
+    (ngram, batch-size schedules). None without the plugin's counter; None at a position never drafted.
+    """
+    if snap.drafted_per_pos is None:
+        return None
+    return tuple(a / d if d > 0 else None for a, d in zip(snap.accepted_per_pos, snap.drafted_per_pos))
+
+
+def tpot_mean(snap: Snapshot) -> float | None:
+    """Mean time per output token (seconds) of the requests finished in the window."""
+    if snap.tpot_count <= 0:
+        return None
+    return snap.tpot_sum / snap.tpot_count
