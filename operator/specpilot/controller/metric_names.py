@@ -28,12 +28,26 @@ READY_REPLICAS = f"{PREFIX}_ready_replicas"
 # Gauge, no labels: 1 on the replica holding the leader Lease, 0 on standbys.
 LEADER = f"{PREFIX}_leader"
 
+# Tuner (the canary loop). Counter, labels (namespace, deployment, decision): one per tuning decision,
+# decision one of DECISIONS.
+TUNER_DECISIONS = f"{PREFIX}_tuner_decisions"
+TUNER_DECISIONS_TOTAL = f"{TUNER_DECISIONS}_total"
+# Gauge, labels (namespace, deployment): unix time of the latest tuning decision (any kind, hold included).
+TUNER_LAST_DECISION_TIMESTAMP = f"{PREFIX}_tuner_last_decision_timestamp_seconds"
+# Gauge, labels (namespace, deployment, num_speculative_tokens): goodput (tokens/s) the tuner predicts
+# for each candidate N at the observed load; num_speculative_tokens="0" is the no-speculation estimate.
+TUNER_PREDICTED_GOODPUT = f"{PREFIX}_tuner_predicted_goodput_tokens_per_second"
+# Gauge, labels (namespace, deployment, track): goodput (tokens/s) measured in the latest window.
+TUNER_OBSERVED_GOODPUT = f"{PREFIX}_tuner_observed_goodput_tokens_per_second"
+
 LABEL_NAMESPACE = "namespace"
 LABEL_DEPLOYMENT = "deployment"
 LABEL_RESULT = "result"
 LABEL_REASON = "reason"
 LABEL_KIND = "kind"
 LABEL_TRACK = "track"
+LABEL_DECISION = "decision"
+LABEL_NUM_SPECULATIVE_TOKENS = "num_speculative_tokens"
 
 # Values of the `result` label of RECONCILES.
 RESULT_APPLIED = "applied"      # children created or changed
@@ -42,3 +56,11 @@ RESULT_INVALID = "invalid"      # spec refused, nothing touched
 RESULT_PAUSED = "paused"        # specpilot.io/paused annotation set, nothing touched
 RESULT_ERROR = "error"
 RESULTS = (RESULT_APPLIED, RESULT_UNCHANGED, RESULT_INVALID, RESULT_PAUSED, RESULT_ERROR)
+
+# Values of the `decision` label of TUNER_DECISIONS.
+DECISION_HOLD = "hold"                  # current N stays, no canary
+DECISION_START_CANARY = "start_canary"  # a canary at another N begins
+DECISION_CONTINUE = "continue"          # canary analysis goes on for another window
+DECISION_PROMOTE = "promote"            # canary's N becomes stable's
+DECISION_ROLLBACK = "rollback"          # canary removed, stable untouched
+DECISIONS = (DECISION_HOLD, DECISION_START_CANARY, DECISION_CONTINUE, DECISION_PROMOTE, DECISION_ROLLBACK)
