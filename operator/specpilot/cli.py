@@ -8,6 +8,8 @@ import sys
 
 # Modules that define `register(subparsers)`; each adds one or more subcommands.
 COMMAND_MODULES: tuple[str, ...] = (
+    "specpilot.api.commands",
+    "specpilot.render.commands",
 )
 
 

@@ -24,6 +24,10 @@ _PATTERN_HINTS = {
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
 }
 
+# ObjectMeta is validated by the API server itself; a CRD schema may only restrict its name, so the
+# other metadata fields are not unknown.
+_METADATA = "metadata"
+
 _TYPE_NAMES = {"object": "an object", "array": "a list", "string": "a string", "integer": "an integer",
                "number": "a number", "boolean": "true or false"}
 
@@ -138,7 +142,7 @@ def _object_problems(schema: Schema, value: dict[str, Any], path: str) -> list[P
             p += check(props[name], item, where)
         elif isinstance(extra, dict):
             p += check(extra, item, where)
-        elif props and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        elif props and not schema.get("x-kubernetes-preserve-unknown-fields") and path != _METADATA:
             p.append(Problem(where, f"unknown field, allowed: {', '.join(props)}"))
     return p
 

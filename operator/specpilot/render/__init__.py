@@ -1,0 +1,50 @@
+"""Pure rendering: (SpeculativeDeployment, decided N, track) -> the Kubernetes objects the operator applies.
+
+Nothing here talks to Kubernetes; the controller applies what these functions return (and sets owner
+references through `owner`). Every function takes a parsed, validated SpeculativeDeployment
+(`specpilot.api.validate.load`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api.models import SpeculativeDeployment
+from .engine import config_hash, config_map, engine_config, engine_json
+from .names import Track, owner_reference
+from .workload import deployment, service
+
+__all__ = ["Track", "engine_config", "owner_reference", "render", "render_service", "render_track"]
+
+
+def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if owner is not None:
+        for obj in objects:
+            obj["metadata"]["ownerReferences"] = [dict(owner)]
+    return objects
+
+
+def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | None = None,
+                 owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N).
+
+    Raises ValueError when `n` breaks the method's rules.
+    """
+    config = engine_config(sd, n)
+    text = engine_json(config)
+    n_run = config.speculative.num_speculative_tokens
+    return _owned([config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text))], owner)
+
+
+def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Service in front of both tracks."""
+    return _owned([service(sd)], owner)[0]
+
+
+def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int | None = None,
+           owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every child: the stable track, the Service, and the canary track when `canary_n` is given."""
+    objects = render_track(sd, "stable", stable_n, owner) + [render_service(sd, owner)]
+    if canary_n is not None:
+        objects += render_track(sd, "canary", canary_n, owner)
+    return objects

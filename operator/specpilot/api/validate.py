@@ -1,0 +1,145 @@
+"""Validate a SpeculativeDeployment: what the API server checks (schema + CEL) and what CEL cannot express.
+
+`validate_object` is the one entry point: `specpilot validate` and the controller both call it, so an
+object the CLI accepts is an object the operator accepts. The rules CEL cannot express come from the
+runtime's tables (speculative.py, engine_config.py): vLLM's speculative-config keys, removed methods,
+ngram lookup bounds, schedule ordering, reserved engine flags.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import lru_cache
+from typing import Any
+
+from pydantic import ValidationError
+
+from specpilot_runtime.engine_config import arg_problems
+from specpilot_runtime.speculative import REMOVED_METHODS, Problem, SpeculativeConfig
+
+from . import admission
+from .crd import open_api_schema
+from .models import API_VERSION, KIND, SpeculativeDeployment, SpeculativeDeploymentSpec
+
+# Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
+# there the semantic problems replace the CEL ones.
+RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculativeTokens",
+                   "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args")
+
+# Resource names specpilot sets from spec.accelerator; a user value would fight it.
+GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
+RESOURCE_KEYS = ("limits", "requests", "claims")
+
+
+class InvalidSpeculativeDeployment(ValueError):
+    """Raised by `load` with every problem found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = problems
+
+
+@lru_cache(maxsize=1)
+def crd_schema() -> dict[str, Any]:
+    """The generated openAPIV3Schema (built once; it depends only on the code)."""
+    return open_api_schema()
+
+
+def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None) -> SpeculativeConfig:
+    """The runtime's SpeculativeConfig for a spec, at N = `n` (default: the spec's N)."""
+    s = spec.speculative
+    started = s.num_speculative_tokens if n is None else n
+    schedule = None
+    if s.schedule:
+        # A track the tuner started at another N cannot draft more than its own N in any batch range.
+        cap = started if n is not None else None
+        schedule = [(e.min_batch_size, e.max_batch_size,
+                     e.num_speculative_tokens if cap is None else min(e.num_speculative_tokens, cap))
+                    for e in s.schedule]
+    return SpeculativeConfig(method=s.method, model=s.draft_model, num_speculative_tokens=started,
+                             block_size=s.block_size, num_speculative_tokens_per_batch_size=schedule,
+                             extra=dict(s.extra))
+
+
+def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """The rules CEL cannot express, on an already schema-valid spec."""
+    found = speculative_config(spec).problems("spec.speculative")
+    found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
+    found += _resource_problems(spec.engine.resources)
+    if spec.tuning.candidates:
+        for value, count in Counter(spec.tuning.candidates).items():
+            if count > 1:
+                found.append(Problem("spec.tuning.candidates", f"{value} is listed {count} times; list each N once"))
+    for name, count in Counter(e.name for e in spec.engine.env).items():
+        if count > 1:
+            found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
+    return found
+
+
+def _resource_problems(resources: dict[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    for key, value in resources.items():
+        where = f"spec.engine.resources.{key}"
+        if key not in RESOURCE_KEYS:
+            found.append(Problem(where, f"unknown field, allowed: {', '.join(RESOURCE_KEYS)}"))
+        elif key != "claims" and not isinstance(value, dict):
+            found.append(Problem(where, "must be a map of resource name to quantity"))
+        elif key != "claims":
+            for gpu in GPU_RESOURCES:
+                if gpu in value:
+                    found.append(Problem(f"{where}.{gpu}",
+                                         "is set by specpilot from spec.accelerator; set accelerator.count"))
+    return found
+
+
+def _covers(node: str, path: str) -> bool:
+    return path == node or path.startswith((node + ".", node + "["))
+
+
+def _removed_method_reason(problem: Problem, obj: dict[str, Any]) -> Problem:
+    """Say why a removed method is refused rather than only listing the methods allowed."""
+    method = obj.get("spec", {}).get("speculative", {}).get("method") if isinstance(obj.get("spec"), dict) else None
+    if problem.path == "spec.speculative.method" and isinstance(method, str) and method in REMOVED_METHODS:
+        return Problem(problem.path, f"{method!r} is not supported: {REMOVED_METHODS[method]}")
+    return problem
+
+
+def _pydantic_problems(err: ValidationError) -> list[Problem]:
+    return [Problem(".".join(str(x) for x in e["loc"]), e["msg"]) for e in err.errors()]
+
+
+def validate_object(obj: Any) -> list[Problem]:
+    """Every problem with one SpeculativeDeployment object (a dict as read from YAML or the API)."""
+    if not isinstance(obj, dict):
+        return [Problem("", f"must be a {KIND} object, got {type(obj).__name__}")]
+    found: list[Problem] = []
+    if obj.get("apiVersion") != API_VERSION:
+        found.append(Problem("apiVersion", f"{obj.get('apiVersion')!r} is not allowed, use {API_VERSION}"))
+    if obj.get("kind") != KIND:
+        found.append(Problem("kind", f"{obj.get('kind')!r} is not allowed, use {KIND}"))
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or not (metadata.get("name") or metadata.get("generateName")):
+        found.append(Problem("metadata.name", "is required"))
+    if found:
+        return found
+    schema = crd_schema()
+    api = [_removed_method_reason(p, obj) for p in admission.problems(schema, obj)]
+    try:
+        parsed = SpeculativeDeployment.model_validate(admission.defaulted(schema, obj))
+    except ValidationError as err:
+        # The schema already named these fields; pydantic adds only what it alone refuses.
+        return api + [p for p in _pydantic_problems(err)
+                      if not any(_covers(a.path, p.path) or _covers(p.path, a.path) for a in api)]
+    semantic = spec_problems(parsed.spec)
+    # A rule both layers check: keep the semantic message, which names the item and the value.
+    kept = [p for p in api
+            if not (p.path in RECHECKED_PATHS and any(_covers(p.path, s.path) for s in semantic))]
+    return kept + semantic
+
+
+def load(obj: dict[str, Any]) -> SpeculativeDeployment:
+    """Validate and parse; raises InvalidSpeculativeDeployment listing every problem."""
+    problems = validate_object(obj)
+    if problems:
+        raise InvalidSpeculativeDeployment(problems)
+    return SpeculativeDeployment.model_validate(admission.defaulted(crd_schema(), obj))

@@ -1,0 +1,59 @@
+"""Names and labels of the children of a SpeculativeDeployment (ARCHITECTURE "Contracts").
+
+The controller, the scraper and the dashboards find pods by these labels, so they live in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Track = Literal["stable", "canary"]
+TRACKS: tuple[Track, ...] = ("stable", "canary")
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "specpilot"
+DEPLOYMENT_LABEL = "specpilot.io/deployment"
+TRACK_LABEL = "specpilot.io/track"
+N_LABEL = "specpilot.io/num-speculative-tokens"
+ENGINE_HASH_ANNOTATION = "specpilot.io/engine-config-hash"
+
+ENGINE_CONFIG_KEY = "engine.json"
+ENGINE_CONFIG_DIR = "/etc/specpilot"
+ENGINE_CONFIG_PATH = f"{ENGINE_CONFIG_DIR}/{ENGINE_CONFIG_KEY}"
+
+
+def deployment_name(name: str, track: Track) -> str:
+    """`<name>` for the stable track, `<name>-canary` for the canary."""
+    return name if track == "stable" else f"{name}-canary"
+
+
+def config_map_name(name: str, track: Track) -> str:
+    """The ConfigMap holding the track's engine.json."""
+    return f"{deployment_name(name, track)}-engine"
+
+
+def service_name(name: str) -> str:
+    """One Service per SpeculativeDeployment, in front of both tracks."""
+    return name
+
+
+def owned_labels(name: str) -> dict[str, str]:
+    """Labels on every child: who manages it and which SpeculativeDeployment it belongs to."""
+    return {MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: name}
+
+
+def selector(name: str, track: Track) -> dict[str, str]:
+    """A track's pods. Immutable in a Deployment, so it never includes N."""
+    return {DEPLOYMENT_LABEL: name, TRACK_LABEL: track}
+
+
+def pod_labels(name: str, track: Track, n: int) -> dict[str, str]:
+    """Labels of a serving pod: owner, track and the N it runs."""
+    return {**owned_labels(name), TRACK_LABEL: track, N_LABEL: str(n)}
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference to `owner` (an object as read from the API, with metadata.uid)."""
+    meta = owner["metadata"]
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}

@@ -1,0 +1,120 @@
+"""The serving pod template, per accelerator vendor.
+
+AMD pods follow AMD's vLLM guidance (FACTS §2): the amd.com/gpu resource (the device plugin adds
+/dev/kfd and /dev/dri), a memory-backed /dev/shm, seccomp Unconfined with SYS_PTRACE, the video group
+and ROCm's kernel switch. NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
+reads engine.json and supervises `vllm serve`; vLLM's API and /metrics share the `http` port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specpilot_runtime.engine_config import DEFAULT_PORT
+
+from ..api.models import SpeculativeDeployment
+from .images import GPU_RESOURCES, image_for
+from .names import ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track, config_map_name, pod_labels
+
+CONTAINER = "vllm"
+PORT_NAME = "http"
+SHM_SIZE = "8Gi"
+VIDEO_GID = 44
+COMMAND = ["specpilot-runtime", "serve", "--config", ENGINE_CONFIG_PATH]
+
+# vLLM's port opens only once the weights are loaded: allow 30 minutes (180 x 10 s) for large models.
+STARTUP_PERIOD_S = 10
+STARTUP_FAILURES = 180
+# Time for in-flight requests to finish after SIGTERM (the runtime drains before stopping vLLM).
+TERMINATION_GRACE_S = 120
+
+VENDOR_ENV: dict[str, dict[str, str]] = {
+    "amd": {"VLLM_ROCM_USE_AITER": "1"},  # AMD's tuned kernels; off by default in vLLM
+    "nvidia": {},
+}
+
+
+def _probe(period: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": "/health", "port": PORT_NAME}, "periodSeconds": period,
+            "timeoutSeconds": 5, "failureThreshold": failures}
+
+
+def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
+    """The user's resources with the GPU limit set from accelerator (extended resources need a limit)."""
+    resources: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v
+                                 for k, v in sd.spec.engine.resources.items()}
+    limits = resources.setdefault("limits", {})
+    limits[GPU_RESOURCES[sd.spec.accelerator.vendor]] = sd.spec.accelerator.count
+    return resources
+
+
+def _env(sd: SpeculativeDeployment) -> list[dict[str, Any]]:
+    """Pod-level env: vendor defaults and secrets. The user's env travels in engine.json."""
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in VENDOR_ENV[sd.spec.accelerator.vendor].items()]
+    cache = sd.spec.engine.model_cache
+    if cache:
+        env.append({"name": "HF_HOME", "value": cache.mount_path})
+    secret = sd.spec.engine.hf_token_secret_ref
+    if secret:
+        env.append({"name": "HF_TOKEN",
+                    "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
+    return env
+
+
+def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    name = sd.metadata["name"]
+    volumes: list[dict[str, Any]] = [
+        {"name": "engine-config", "configMap": {"name": config_map_name(name, track)}},
+        # PyTorch's tensor-parallel workers share memory through /dev/shm; the container default is 64Mi.
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "engine-config", "mountPath": ENGINE_CONFIG_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    cache = sd.spec.engine.model_cache
+    if cache:
+        source: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache.claim_name}} if cache.claim_name
+                                  else {"hostPath": {"path": cache.host_path, "type": "DirectoryOrCreate"}})
+        volumes.append({"name": "model-cache", **source})
+        mounts.append({"name": "model-cache", "mountPath": cache.mount_path})
+    return volumes, mounts
+
+
+def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str) -> dict[str, Any]:
+    """The Deployment's pod template for one track running N = `n`."""
+    vendor = sd.spec.accelerator.vendor
+    volumes, mounts = _volumes(sd, track)
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image_for(vendor, sd.spec.image),
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(COMMAND),
+        "ports": [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}],
+        "env": _env(sd),
+        "resources": _resources(sd),
+        "volumeMounts": mounts,
+        "startupProbe": _probe(STARTUP_PERIOD_S, STARTUP_FAILURES),
+        "readinessProbe": _probe(5, 3),
+    }
+    pod: dict[str, Any] = {
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if vendor == "amd":
+        container["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
+        pod["securityContext"] = {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [VIDEO_GID]}
+    if sd.spec.engine.node_selector:
+        pod["nodeSelector"] = dict(sd.spec.engine.node_selector)
+    if sd.spec.engine.tolerations:
+        pod["tolerations"] = [dict(t) for t in sd.spec.engine.tolerations]
+    annotations = {
+        ENGINE_HASH_ANNOTATION: engine_hash,
+        # For Prometheus setups that discover pods by annotation; the chart's PodMonitor uses the port name.
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(DEFAULT_PORT),
+        "prometheus.io/path": "/metrics",
+    }
+    return {"metadata": {"labels": pod_labels(sd.metadata["name"], track, n), "annotations": annotations},
+            "spec": pod}

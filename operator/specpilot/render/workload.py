@@ -1,0 +1,68 @@
+"""The Deployment of one track and the Service in front of both tracks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specpilot_runtime.engine_config import DEFAULT_PORT
+
+from ..api.models import SpeculativeDeployment, duration_seconds
+from .names import (
+    N_LABEL,
+    TRACK_LABEL,
+    Track,
+    deployment_name,
+    owned_labels,
+    selector,
+    service_name,
+)
+from .pod import PORT_NAME, STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
+
+
+def _metadata(sd: SpeculativeDeployment, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if sd.metadata.get("namespace"):
+        meta["namespace"] = sd.metadata["namespace"]
+    meta["labels"] = labels
+    return meta
+
+
+def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str) -> dict[str, Any]:
+    name = sd.metadata["name"]
+    if track == "stable":
+        replicas = sd.spec.replicas
+        # A stable rollout may load a large model from scratch: give it the whole startup budget.
+        deadline = STARTUP_PERIOD_S * STARTUP_FAILURES
+    else:
+        replicas = sd.spec.tuning.canary.replicas
+        deadline = int(duration_seconds(sd.spec.tuning.canary.progress_deadline))
+    labels = {**owned_labels(name), TRACK_LABEL: track, N_LABEL: str(n)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(sd, deployment_name(name, track), labels),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector(name, track)},
+            # Never drop below the serving replicas: a new pod must be Ready before an old one stops.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "progressDeadlineSeconds": max(deadline, 1),
+            "revisionHistoryLimit": 3,
+            "template": pod_template(sd, track, n, engine_hash),
+        },
+    }
+
+
+def service(sd: SpeculativeDeployment) -> dict[str, Any]:
+    """Selects every pod of the SpeculativeDeployment, stable and canary: replica ratio splits traffic."""
+    name = sd.metadata["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(sd, service_name(name), owned_labels(name)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": owned_labels(name),
+            "ports": [{"name": PORT_NAME, "port": DEFAULT_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+        },
+    }
