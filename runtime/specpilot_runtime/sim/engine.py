@@ -76,8 +76,6 @@ class StepOutcome:
     draft_tokens: int
     accepted_tokens: int
     accepted_per_pos: tuple[int, ...]
-    running: int
-    waiting: int
     kv_cache_usage: float
 
 
@@ -180,7 +178,6 @@ class Engine:
             time_to_first_token=tuple(ttft), inter_token_latency=tuple(itl),
             drafts=drafts, draft_tokens=drafts * n, accepted_tokens=accepted_total,
             accepted_per_pos=tuple(per_pos),
-            running=len(self._running), waiting=len(self._waiting),
             kv_cache_usage=min(1.0, kv_tokens / self.kv_cache_tokens),
         )
 

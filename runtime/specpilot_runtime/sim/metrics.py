@@ -74,8 +74,8 @@ class SimMetrics:
         self.waiting.set(waiting)
 
     def record(self, step: StepOutcome) -> None:
-        """Fold one engine step into the counters, gauges and histograms."""
-        self.set_queue(step.running, step.waiting)
+        """Fold one engine step into the counters, histograms and the KV gauge (the queue gauges follow
+        the engine's live state through `set_queue`)."""
         self.kv_cache_usage.set(step.kv_cache_usage)
         self.prompt_tokens.inc(step.prompt_tokens)
         self.generation_tokens.inc(step.generation_tokens)

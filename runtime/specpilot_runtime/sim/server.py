@@ -132,6 +132,8 @@ class EngineLoop:
                 # sleep, so wall pacing does not drift.
                 await asyncio.sleep(max(0.0, self._t0 + step.end / self.time_scale - time.monotonic()))
                 self.metrics.record(step)
+                # From the engine, not the step: requests came and went while the step ran.
+                self.metrics.set_queue(self.engine.running, self.engine.waiting)
                 for emission in step.emissions:
                     stream = self._streams.get(emission.request_id)
                     if stream is not None:
@@ -192,12 +194,13 @@ class SimServer:
         self.port = self._runner.addresses[0][1]
 
     async def stop(self) -> None:
+        # Engine first: requests in flight then end with an error at once instead of holding the
+        # HTTP shutdown until they finish.
+        if self._loop is not None:
+            await self._loop.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self._loop is not None:
-            await self._loop.stop()
-            self._loop = None
 
     async def __aenter__(self) -> SimServer:
         await self.start()
@@ -263,7 +266,14 @@ class SimServer:
         builder = ResponseBuilder(stream.request_id, req)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        if req.chat:
+        try:
+            await self._write_events(response, builder, stream)
+        except ConnectionResetError:
+            pass  # the client hung up; closing the stream aborts the request
+        return response
+
+    async def _write_events(self, response: web.StreamResponse, builder: ResponseBuilder, stream: Stream) -> None:
+        if builder.req.chat:
             await response.write(_sse(builder.role_chunk()))
         generated = 0
         try:
@@ -274,8 +284,7 @@ class SimServer:
         except EngineDead as e:
             # Headers are gone already: vLLM reports a failure mid-stream as an error event.
             await response.write(_sse({"error": {"message": str(e), "type": "InternalServerError", "code": 500}}))
-        if req.include_usage:
+        if builder.req.include_usage:
             await response.write(_sse(builder.usage_chunk(generated)))
         await response.write(_sse("[DONE]"))
         await response.write_eof()
-        return response
