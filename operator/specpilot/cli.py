@@ -10,6 +10,7 @@ import sys
 COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.api.commands",
     "specpilot.render.commands",
+    "specpilot.observability.commands",
 )
 
 

@@ -1,0 +1,1 @@
+"""Grafana dashboards and Prometheus alerts, generated from the metric-name modules."""

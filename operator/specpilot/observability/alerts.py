@@ -1,0 +1,157 @@
+"""specpilot's Prometheus recording rules and alerts, as a rule file (the `groups:` document).
+
+`specpilot alerts --out FILE` writes charts/specpilot/files/specpilot-alerts.yaml, which the chart wraps
+in a PrometheusRule and `promtool check rules` / `promtool test rules` read as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specpilot.controller import metric_names as op
+from specpilot_runtime import vllm_metrics as vm
+
+from .promql import BY_TRACK, counter, mean_accepted_length, rate_sum
+
+BY_DEPLOYMENT = f"{op.LABEL_NAMESPACE}, {op.LABEL_DEPLOYMENT}"
+
+# Recorded so the drop alert can compare the current level with its own recent history.
+MEAN_ACCEPTED_LENGTH_5M = "specpilot:vllm_mean_accepted_length:rate5m"
+DRAFTS_5M = "specpilot:vllm_drafts:rate5m"
+
+# The accepted-draft part of the mean accepted length (L - 1) falling below this share of its level
+# over the hour before is a sharp drop: the workload or the draft changed, and N is probably wrong now.
+ACCEPTED_LENGTH_DROP_RATIO = 0.7
+BASELINE_WINDOW = "1h"
+# Below this many drafts per second the 5-minute mean is too noisy to alert on.
+MIN_DRAFTS_PER_SECOND = 1
+# A tuner that decides nothing (not even hold) for this long is stuck: scrapes failing or loop dead.
+TUNER_STALL_SECONDS = 3600
+# Reconciles failing more than this share of the time, persistently.
+RECONCILE_ERROR_RATIO = 0.1
+
+DASHBOARD_SPECULATIVE = "specpilot-speculative"
+DASHBOARD_TUNER = "specpilot-tuner"
+DASHBOARD_OPERATOR = "specpilot-operator"
+
+
+def _alert(name: str, expr: str, duration: str, severity: str, summary: str, description: str,
+           dashboard: str) -> dict[str, Any]:
+    return {"alert": name, "expr": expr, "for": duration,
+            "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description, "dashboard_uid": dashboard}}
+
+
+def _recording_rules() -> list[dict[str, Any]]:
+    return [
+        {"record": MEAN_ACCEPTED_LENGTH_5M, "expr": mean_accepted_length("", BY_TRACK, "5m")},
+        {"record": DRAFTS_5M, "expr": rate_sum(counter(vm.SPEC_DRAFTS), "", BY_TRACK, "5m")},
+    ]
+
+
+def _vllm_alerts() -> list[dict[str, Any]]:
+    drop = (f"({MEAN_ACCEPTED_LENGTH_5M} - 1)\n"
+            f"  < {ACCEPTED_LENGTH_DROP_RATIO} * (avg_over_time({MEAN_ACCEPTED_LENGTH_5M}[{BASELINE_WINDOW}] "
+            f"offset 10m) - 1)\n"
+            f"and {DRAFTS_5M} > {MIN_DRAFTS_PER_SECOND}")
+    return [_alert(
+        "SpecpilotAcceptedLengthDropped", drop, "10m", "warning",
+        "Mean accepted length of {{ $labels.namespace }}/{{ $labels.deployment }} ({{ $labels.track }}) "
+        "dropped sharply",
+        "Accepted draft tokens per step fell below "
+        f"{round(ACCEPTED_LENGTH_DROP_RATIO * 100)}% of their level over the previous {BASELINE_WINDOW}; "
+        "now {{ $value | printf \"%.2f\" }} extra tokens per step. The traffic or the draft changed: "
+        "the current N is likely no longer the best.",
+        DASHBOARD_SPECULATIVE)]
+
+
+def _tuner_alerts() -> list[dict[str, Any]]:
+    rollbacks = f'{counter(op.TUNER_DECISIONS)}{{{op.LABEL_DECISION}="{op.DECISION_ROLLBACK}"}}'
+    # increase() misses the first rollback of a series born at 1; `unless ... offset` catches that case.
+    rolled_back = (f"sum by ({BY_DEPLOYMENT}) (increase({rollbacks}[15m])) > 0\n"
+                   f"or sum by ({BY_DEPLOYMENT}) ({rollbacks} > 0 unless {rollbacks} offset 15m)")
+    stalled = f"time() - max by ({BY_DEPLOYMENT}) ({op.TUNER_LAST_DECISION_TIMESTAMP}) > {TUNER_STALL_SECONDS}"
+    stable = f'{op.LABEL_TRACK}="stable"'
+    slower = (f"max by ({BY_DEPLOYMENT}) ({op.TUNER_OBSERVED_GOODPUT}{{{stable}}})\n"
+              f"  < on ({BY_DEPLOYMENT}) max by ({BY_DEPLOYMENT}) "
+              f'({op.TUNER_PREDICTED_GOODPUT}{{{op.LABEL_NUM_SPECULATIVE_TOKENS}="0"}})\n'
+              f"and on ({BY_DEPLOYMENT}) max by ({BY_DEPLOYMENT}) ({op.NUM_SPECULATIVE_TOKENS}{{{stable}}}) > 0")
+    return [
+        _alert("SpecpilotCanaryRolledBack", rolled_back, "0m", "info",
+               "A canary of {{ $labels.namespace }}/{{ $labels.deployment }} was rolled back",
+               "The tuner tried another N and rolled it back (worse, inconclusive or unhealthy); stable "
+               "was not touched. status.tuning.history and the object's Events say why.",
+               DASHBOARD_TUNER),
+        _alert("SpecpilotTunerStalled", stalled, "5m", "warning",
+               "The tuner of {{ $labels.namespace }}/{{ $labels.deployment }} has decided nothing for "
+               "{{ $value | humanizeDuration }}",
+               "No tuning decision, not even hold, for over "
+               f"{TUNER_STALL_SECONDS // 60} minutes: scrapes of the vLLM pods are failing or the tuning "
+               "loop is stuck. The object's Tuning condition says why.",
+               DASHBOARD_TUNER),
+        _alert("SpecpilotSlowerThanNoSpeculation", slower, "30m", "warning",
+               "{{ $labels.namespace }}/{{ $labels.deployment }} serves slower than it would without "
+               "speculation",
+               "Observed stable goodput has been below the tuner's no-speculation (N=0) estimate for 30 "
+               "minutes. Drafting costs more than it saves at this load; let the tuner lower N or set "
+               "method off.",
+               DASHBOARD_TUNER),
+    ]
+
+
+def _operator_alerts() -> list[dict[str, Any]]:
+    errors = rate_sum(counter(op.RECONCILE_ERRORS), "", BY_DEPLOYMENT, "10m")
+    reconciles = rate_sum(counter(op.RECONCILES), "", BY_DEPLOYMENT, "10m")
+    return [
+        _alert("SpecpilotOperatorDown", f"absent(max({op.LEADER}) == 1)", "5m", "critical",
+               "No specpilot operator is leading",
+               "No scraped operator replica holds the leader Lease: the operator is down, not scraped, "
+               "or stuck electing. SpeculativeDeployments are neither reconciled nor tuned.",
+               DASHBOARD_OPERATOR),
+        _alert("SpecpilotReconcileErrors", f"{errors}\n  / {reconciles}\n  > {RECONCILE_ERROR_RATIO}",
+               "15m", "warning",
+               "Reconciles of {{ $labels.namespace }}/{{ $labels.deployment }} keep failing",
+               "{{ $value | humanizePercentage }} of reconciles failed over 10 minutes, for 15 minutes. "
+               "The operator's log and the object's Events name the API error.",
+               DASHBOARD_OPERATOR),
+        _alert("SpecpilotSpecInvalid", f"max by ({BY_DEPLOYMENT}) ({op.SPEC_INVALID}) == 1", "10m", "info",
+               "{{ $labels.namespace }}/{{ $labels.deployment }} has an invalid spec",
+               "The spec fails validation (SpecValid=False); the running pods were left as they were. "
+               "`kubectl describe` shows the reason.",
+               DASHBOARD_OPERATOR),
+    ]
+
+
+def rule_groups() -> dict[str, Any]:
+    return {"groups": [
+        {"name": "specpilot.recording", "rules": _recording_rules()},
+        {"name": "specpilot.vllm", "rules": _vllm_alerts()},
+        {"name": "specpilot.tuner", "rules": _tuner_alerts()},
+        {"name": "specpilot.operator", "rules": _operator_alerts()},
+    ]}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line expressions as literal blocks, so the file reads like hand-written rules."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_text(groups: dict[str, Any]) -> str:
+    header = "# Generated by `specpilot alerts`; edit operator/specpilot/observability/alerts.py instead.\n"
+    return header + yaml.dump(groups, Dumper=_Dumper, sort_keys=False, width=1000, default_flow_style=False)
+
+
+def write(out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(to_text(rule_groups()))
+    return out

@@ -1,0 +1,52 @@
+"""PromQL shared by the dashboards and the alerts, spelled from the metric-name modules.
+
+vLLM series carry `model_name` and `engine` from vLLM, plus `namespace`, `pod`, `deployment`, `track`
+and `num_speculative_tokens` from the scrape (the chart's PodMonitor copies the pod labels).
+"""
+
+from __future__ import annotations
+
+from specpilot.controller import metric_names as op
+from specpilot_runtime import vllm_metrics as vm
+
+# Per deployment and track: canary and stable stay apart everywhere.
+BY_TRACK = f"{op.LABEL_NAMESPACE}, {op.LABEL_DEPLOYMENT}, {op.LABEL_TRACK}"
+# The Grafana template variables and the labels they narrow.
+VLLM_FILTER = (f'{op.LABEL_NAMESPACE}=~"$namespace", {op.LABEL_DEPLOYMENT}=~"$deployment", '
+               f'{vm.LABEL_MODEL}=~"$model", {op.LABEL_TRACK}=~"$track"')
+OPERATOR_FILTER = f'{op.LABEL_NAMESPACE}=~"$namespace", {op.LABEL_DEPLOYMENT}=~"$deployment"'
+TRACK_FILTER = f'{OPERATOR_FILTER}, {op.LABEL_TRACK}=~"$track"'
+# Grafana picks a rate window of at least four scrape intervals.
+RATE_WINDOW = "$__rate_interval"
+
+
+def counter(name: str) -> str:
+    """The exported name of a counter: prometheus_client and vLLM append `_total`."""
+    return f"{name}_total"
+
+
+def select(metric: str, selector: str) -> str:
+    return f"{metric}{{{selector}}}" if selector else metric
+
+
+def rate_sum(metric: str, selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    return f"sum by ({by}) (rate({select(metric, selector)}[{window}]))"
+
+
+def mean_accepted_length(selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    """Tokens per verify step, 1 + accepted / drafts (FACTS §2): the target's own token plus the
+    accepted draft tokens."""
+    accepted = rate_sum(counter(vm.SPEC_ACCEPTED_TOKENS), selector, by, window)
+    drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)
+    return f"1 + {accepted} / {drafts}"
+
+
+def survival_by_position(selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    """S_k = accepted_per_pos[k-1] / drafts: the share of drafts whose first k tokens were all accepted."""
+    per_pos = rate_sum(counter(vm.SPEC_ACCEPTED_PER_POS), selector, f"{by}, {vm.LABEL_POSITION}", window)
+    drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)
+    return f"{per_pos} / on ({by}) group_left {drafts}"
+
+
+def histogram_quantile(q: float, metric: str, selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    return f"histogram_quantile({q}, {rate_sum(metric + '_bucket', selector, f'{by}, le', window)})"
