@@ -17,11 +17,14 @@ from specpilot.sandbox.errors import ApiError
 from specpilot.sandbox.patch import PatchError, apply_config, json_patch, merge_patch, strategic_merge
 from specpilot.sandbox.resources import Registry, ResourceType
 from specpilot.sandbox.selectors import parse_field_selector, parse_label_selector
+from specpilot.sandbox.structural import prune
 
 Key = tuple[str, str]          # (group, plural)
 ObjKey = tuple[str, str]       # (namespace or "", name)
-# (resource type, new object, old object or None) -> [(field path, message)]; empty means admitted.
-Admission = Callable[[ResourceType, dict[str, Any], "dict[str, Any] | None"], list[tuple[str, str]]]
+# (custom resource type, new object, old object or None) -> (the object as stored, with defaults,
+# [(field path, message)]); an empty list admits it.
+Admission = Callable[[ResourceType, dict[str, Any], "dict[str, Any] | None"],
+                     tuple[dict[str, Any], list[tuple[str, str]]]]
 # (event type, resource type, object) called synchronously after every change.
 Listener = Callable[[str, ResourceType, dict[str, Any]], None]
 
@@ -117,23 +120,23 @@ class Store:
             raise ApiError(403, "Forbidden", f"unable to create new content in namespace {namespace} "
                                              "because it is being terminated")
 
-    def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
         name = obj["metadata"].get("name", "")
         causes: list[tuple[str, str]] = []
         if not NAME_RE.match(name) or len(name) > 253:
             causes.append(("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must '
                                             "consist of lower case alphanumeric characters, '-' or '.'"))
         if not causes and rtype.crd is not None and self.admission is not None:
-            causes = self.admission(rtype, obj, old)
+            obj, causes = self.admission(rtype, obj, old)
         if causes:
             raise errors.invalid(rtype, name, causes)
+        return obj
 
     def _structural(self, rtype: ResourceType, obj: dict[str, Any], field_validation: str,
                     warnings: list[str]) -> dict[str, Any]:
         if rtype.schema is None:
             return obj
-        from specpilot.sandbox.structural import prune_and_default
-        out, unknown = prune_and_default(obj, rtype.schema)
+        out, unknown = prune(obj, rtype.schema)
         if unknown and field_validation == "Strict":
             raise errors.bad_request("strict decoding error: " +
                                      ", ".join(f'unknown field "{p}"' for p in unknown))
@@ -228,7 +231,8 @@ class Store:
         if "status" in rtype.subresources and rtype.kind not in ("Namespace",):
             obj.pop("status", None)
         obj = self._structural(rtype, obj, field_validation, warnings if warnings is not None else [])
-        self._admit(rtype, obj, None)
+        obj = self._admit(rtype, obj, None)
+        meta = obj["metadata"]
         self._on_create(rtype, obj)
         if dry_run:
             return obj
@@ -276,12 +280,12 @@ class Store:
             new = self._structural(rtype, new, field_validation, warnings if warnings is not None else [])
         else:
             raise errors.not_found(rtype, f"{name}/{subresource}")
+        new = self._admit(rtype, new, old)
         meta = new["metadata"]
         if rtype.has_generation and _spec_part(new) != _spec_part(old):
             meta["generation"] = old["metadata"].get("generation", 1) + 1
         if _comparable(new) == _comparable(old):
             return old  # no-op writes keep the resourceVersion and send no event, as the real server does
-        self._admit(rtype, new, old)
         self._on_update(rtype, new, old)
         if dry_run:
             return new

@@ -1,0 +1,411 @@
+"""The sandbox's stand-in for kube-controller-manager and the kubelet: Deployments get ReplicaSets by
+pod-template hash and roll from one to the next; ReplicaSets get pods; pods get a 127.0.0.0/8 address,
+run whatever the PodRuntime starts for them, and are Ready while it says so; Services get Endpoints and
+EndpointSlices of their ready pods.
+
+PodRuntime is the seam for simulated engines: `start` is called once per pod with its IP (bind the
+container port there), `ready` is polled every probe period and drives the pod's Ready condition,
+`stop` is called when the pod goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import logging
+from typing import Any, Protocol
+
+from specpilot.sandbox.errors import ApiError
+from specpilot.sandbox.resources import ResourceType
+from specpilot.sandbox.selectors import selector_from_match
+from specpilot.sandbox.store import Store, now
+
+log = logging.getLogger(__name__)
+
+HASH_LABEL = "pod-template-hash"
+REVISION = "deployment.kubernetes.io/revision"
+NODE_NAME = "sandbox"
+WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
+
+
+class PodRuntime(Protocol):
+    """What runs behind each sandbox pod."""
+
+    async def start(self, pod: dict[str, Any], ip: str) -> None:
+        """Start the pod's process(es), bound to `ip` and the container ports. Raising fails the pod."""
+
+    async def ready(self, pod: dict[str, Any], ip: str) -> bool:
+        """Whether the pod is Ready now (its readiness probe)."""
+
+    async def stop(self, pod: dict[str, Any], ip: str) -> None:
+        """Stop what `start` started; the pod is gone."""
+
+
+class NoopRuntime:
+    """Runs nothing: every pod is Ready as soon as it has an address."""
+
+    async def start(self, pod: dict[str, Any], ip: str) -> None:
+        return None
+
+    async def ready(self, pod: dict[str, Any], ip: str) -> bool:
+        return True
+
+    async def stop(self, pod: dict[str, Any], ip: str) -> None:
+        return None
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+    return "".join(c for c in digest if c in "bcdfghjklmnpqrstvwxz2456789")[:10] or digest[:10]
+
+
+def _owned_by(obj: dict[str, Any], uid: str) -> bool:
+    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def _owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+class PodRunner:
+    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+        self.store = store
+        self.runtime: PodRuntime = runtime or NoopRuntime()
+        self.probe_period_s = probe_period_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._pods: dict[str, asyncio.Task[None]] = {}   # pod uid -> its lifecycle task
+        self._ips: dict[str, str] = {}                   # pod uid -> IP
+        self._next_ip = 0
+        reg = store.registry
+        self._t = {k: reg.lookup(g, "v1", p) for k, g, p in (
+            ("deploy", "apps", "deployments"), ("rs", "apps", "replicasets"), ("pod", "", "pods"),
+            ("svc", "", "services"), ("ep", "", "endpoints"), ("slice", "discovery.k8s.io", "endpointslices"))}
+
+    def _type(self, key: str) -> ResourceType:
+        rtype = self._t[key]
+        assert rtype is not None
+        return rtype
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.store.listeners.append(self._on_change)
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._on_change in self.store.listeners:
+            self.store.listeners.remove(self._on_change)
+        tasks = [t for t in [self._task, *self._pods.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for pod in self.store.all_objects(self._type("pod")):
+            ip = self._ips.pop(pod["metadata"]["uid"], None)
+            if ip is not None:
+                await self.runtime.stop(pod, ip)
+
+    def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        if rtype.kind not in WATCHED_KINDS or rtype.group not in ("", "apps"):
+            return
+        if rtype.kind == "Pod" and event_type == "DELETED":
+            task = self._pods.pop(obj["metadata"]["uid"], None)
+            if task is not None:
+                task.cancel()
+            ip = self._ips.pop(obj["metadata"]["uid"], None)
+            if ip is not None:
+                asyncio.get_running_loop().create_task(self.runtime.stop(obj, ip))
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(0.02)  # batch bursts of changes into one pass
+            self._wake.clear()
+            try:
+                self.sync()
+            except ApiError as exc:  # a race with a client write; the next pass sees the new state
+                log.debug("pod runner pass interrupted: %s", exc.message)
+                self._wake.set()
+
+    # ---- one reconciliation pass ------------------------------------------------------------------
+
+    def sync(self) -> None:
+        for deploy in self.store.all_objects(self._type("deploy")):
+            if not deploy["metadata"].get("deletionTimestamp"):
+                self._sync_deployment(deploy)
+        for rs in self.store.all_objects(self._type("rs")):
+            if not rs["metadata"].get("deletionTimestamp"):
+                self._sync_replicaset(rs)
+        for pod in self.store.all_objects(self._type("pod")):
+            uid = pod["metadata"]["uid"]
+            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp"):
+                self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
+        self._sync_endpoints()
+
+    def _children(self, key: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
+        uid = owner["metadata"]["uid"]
+        return [o for o in self.store.list(self._type(key), owner["metadata"]["namespace"]) if _owned_by(o, uid)]
+
+    def _write_status(self, key: str, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        if obj.get("status") != status:
+            self.store.replace(self._type(key), obj["metadata"]["namespace"], obj["metadata"]["name"],
+                               {**obj, "status": status}, subresource="status")
+
+    def _sync_deployment(self, deploy: dict[str, Any]) -> None:
+        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
+        ns, desired = meta["namespace"], int(spec.get("replicas", 1))
+        template = copy.deepcopy(spec.get("template") or {})
+        phash = template_hash(template)
+        owned = self._children("rs", deploy)
+        new = next((rs for rs in owned if rs["metadata"].get("labels", {}).get(HASH_LABEL) == phash), None)
+        olds = [rs for rs in owned if rs is not new]
+        revisions = [int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in owned]
+        rs_type = self._type("rs")
+        if new is None:
+            template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = phash
+            selector = copy.deepcopy(spec.get("selector") or {})
+            selector.setdefault("matchLabels", {})[HASH_LABEL] = phash
+            new = self.store.create(rs_type, ns, {
+                "metadata": {"name": f"{meta['name']}-{phash}", "namespace": ns,
+                             "labels": {**(template["metadata"].get("labels") or {})},
+                             "annotations": {REVISION: str(max(revisions, default=0) + 1)},
+                             "ownerReferences": [_owner_ref(deploy)]},
+                "spec": {"replicas": 0, "selector": selector, "template": template}})
+        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
+        old_pods = sum((rs.get("status") or {}).get("replicas", 0) for rs in olds)
+        recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
+        # Rolling update: the new ReplicaSet goes to full size at once (surge), old ones shrink as new pods
+        # become Ready, so serving capacity never drops below the desired count.
+        new_size = 0 if recreate and old_pods else desired
+        self._scale(new, new_size)
+        for rs in sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"]):
+            self._scale(rs, 0 if recreate else max(0, min(rs["spec"].get("replicas", 0), desired - new_ready)))
+        for rs in olds[: max(0, len(olds) - int(spec.get("revisionHistoryLimit", 10)))]:
+            if rs["spec"].get("replicas", 0) == 0 and not rs.get("status", {}).get("replicas"):
+                self.store.delete(rs_type, ns, rs["metadata"]["name"])
+        new = self.store.get(rs_type, ns, new["metadata"]["name"])
+        self._deployment_status(deploy, new, olds, desired)
+
+    def _scale(self, rs: dict[str, Any], replicas: int) -> None:
+        if rs["spec"].get("replicas") != replicas:
+            self.store.patch(self._type("rs"), rs["metadata"]["namespace"], rs["metadata"]["name"],
+                             "application/merge-patch+json", {"spec": {"replicas": replicas}})
+
+    def _deployment_status(self, deploy: dict[str, Any], new: dict[str, Any], olds: list[dict[str, Any]],
+                           desired: int) -> None:
+        rs_status = [(rs.get("status") or {}) for rs in [new, *olds]]
+        total = sum(s.get("replicas", 0) for s in rs_status)
+        ready = sum(s.get("readyReplicas", 0) for s in rs_status)
+        updated = (new.get("status") or {}).get("replicas", 0)
+        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
+        complete = new_ready >= desired and total == updated
+        old = deploy.get("status") or {}
+        conds = {c["type"]: c for c in old.get("conditions") or []}
+
+        def cond(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
+            prev = conds.get(ctype)
+            stamp = prev["lastTransitionTime"] if prev and prev["status"] == status else now()
+            keep = prev and prev["status"] == status and prev["reason"] == reason
+            return {"type": ctype, "status": status, "reason": reason, "message": message,
+                    "lastUpdateTime": prev["lastUpdateTime"] if keep and prev else now(), "lastTransitionTime": stamp}
+
+        name = new["metadata"]["name"]
+        status = {
+            "observedGeneration": deploy["metadata"].get("generation", 1),
+            "replicas": total, "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": ready,
+            "conditions": [
+                cond("Available", "True" if ready >= desired else "False",
+                     "MinimumReplicasAvailable" if ready >= desired else "MinimumReplicasUnavailable",
+                     "Deployment has minimum availability." if ready >= desired
+                     else "Deployment does not have minimum availability."),
+                cond("Progressing", "True", "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+                     f'ReplicaSet "{name}" has successfully progressed.' if complete
+                     else f'ReplicaSet "{name}" is progressing.')],
+        }
+        if total - ready > 0:
+            status["unavailableReplicas"] = total - ready
+        for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
+            if not status[key]:
+                del status[key]  # the real controller omits zero counts
+        self._write_status("deploy", deploy, status)
+        revision = new["metadata"].get("annotations", {}).get(REVISION)
+        fresh = self.store.get(self._type("deploy"), deploy["metadata"]["namespace"], deploy["metadata"]["name"])
+        if revision and fresh["metadata"].get("annotations", {}).get(REVISION) != revision:
+            self.store.patch(self._type("deploy"), fresh["metadata"]["namespace"], fresh["metadata"]["name"],
+                             "application/merge-patch+json", {"metadata": {"annotations": {REVISION: revision}}})
+
+    def _sync_replicaset(self, rs: dict[str, Any]) -> None:
+        ns = rs["metadata"]["namespace"]
+        desired = int(rs["spec"].get("replicas", 1))
+        pods = [p for p in self._children("pod", rs) if not p["metadata"].get("deletionTimestamp")]
+        pod_type = self._type("pod")
+        template = rs["spec"].get("template") or {}
+        for _ in range(desired - len(pods)):
+            pods.append(self.store.create(pod_type, ns, {
+                "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
+                             "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                             "ownerReferences": [_owner_ref(rs)]},
+                "spec": copy.deepcopy(template.get("spec") or {})}))
+        if len(pods) > desired:
+            # Scale down the pods that serve least: not ready first, then the youngest.
+            victims = sorted(pods, key=lambda p: (_is_ready(p), p["metadata"]["creationTimestamp"],
+                                                  p["metadata"]["name"]))
+            for pod in victims[: len(pods) - desired]:
+                self.store.delete(pod_type, ns, pod["metadata"]["name"])
+                pods.remove(pod)
+        ready = sum(1 for p in pods if _is_ready(p))
+        status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
+                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+        self._write_status("rs", rs, {k: v for k, v in status.items() if v or k == "replicas"})
+
+    # ---- pods ------------------------------------------------------------------------------------
+
+    def _allocate_ip(self) -> str:
+        used = set(self._ips.values())
+        while True:
+            self._next_ip += 1
+            n = self._next_ip % (254 * 254 * 200)
+            ip = f"127.{1 + n // (254 * 254)}.{(n // 254) % 254 + 1}.{n % 254 + 1}"
+            if ip not in used:
+                return ip
+
+    def _pod_status(self, uid: str, ip: str, phase: str, ready: bool, message: str = "") -> None:
+        pod = self.store.by_uid(uid)
+        if pod is None:
+            return
+        stamp = now()
+        old = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
+
+        def cond(ctype: str, value: bool) -> dict[str, Any]:
+            status = "True" if value else "False"
+            prev = old.get(ctype)
+            return {"type": ctype, "status": status,
+                    "lastTransitionTime": prev["lastTransitionTime"] if prev and prev["status"] == status else stamp}
+
+        running = phase == "Running"
+        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": ready and running,
+                       "restartCount": 0, "started": running,
+                       "state": {"running": {"startedAt": pod["metadata"]["creationTimestamp"]}} if running
+                       else {"waiting": {"reason": "ContainerCreating" if phase == "Pending" else "Error",
+                                         "message": message}}}
+                      for c in (pod.get("spec") or {}).get("containers") or []]
+        status = {"phase": phase, "hostIP": "127.0.0.1", "podIP": ip, "podIPs": [{"ip": ip}],
+                  "startTime": (pod.get("status") or {}).get("startTime", stamp), "qosClass": "BestEffort",
+                  "conditions": [cond("PodScheduled", True), cond("Initialized", True),
+                                 cond("ContainersReady", ready and running), cond("Ready", ready and running)],
+                  "containerStatuses": containers}
+        if pod.get("status") != status:
+            self.store.replace(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
+                               {**pod, "status": status}, subresource="status")
+
+    async def _run_pod(self, uid: str) -> None:
+        pod = self.store.by_uid(uid)
+        if pod is None:
+            return
+        if not (pod.get("spec") or {}).get("nodeName"):
+            pod = self.store.patch(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                   "application/merge-patch+json", {"spec": {"nodeName": NODE_NAME}})
+        ip = self._allocate_ip()
+        self._ips[uid] = ip
+        self._pod_status(uid, ip, "Pending", False)
+        try:
+            await self.runtime.start(pod, ip)
+        except Exception as exc:  # the pod fails as a container that exits at start would
+            log.warning("pod %s failed to start: %s", pod["metadata"]["name"], exc)
+            self._pod_status(uid, ip, "Failed", False, str(exc))
+            return
+        ready: bool | None = None
+        while True:
+            now_ready = await self.runtime.ready(pod, ip)
+            if now_ready != ready:
+                ready = now_ready
+                self._pod_status(uid, ip, "Running", ready)
+            await asyncio.sleep(self.probe_period_s)
+
+    # ---- endpoints -------------------------------------------------------------------------------
+
+    def _sync_endpoints(self) -> None:
+        svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
+        pods = [p for p in self.store.all_objects(self._type("pod")) if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("podIP")]
+        live = set()
+        for svc in self.store.all_objects(svc_type):
+            selector = (svc.get("spec") or {}).get("selector")
+            if not selector:
+                continue
+            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            live.add((ns, name))
+            match = selector_from_match({"matchLabels": selector})
+            members = sorted((p for p in pods if p["metadata"]["namespace"] == ns
+                              and match(p["metadata"].get("labels") or {})), key=lambda p: p["metadata"]["name"])
+            ports = [self._port(svc_port, members) for svc_port in svc["spec"].get("ports") or []]
+            self._put(ep_type, ns, name, self._endpoints(svc, members, ports))
+            slice_name = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:5]}"
+            self._put(slice_type, ns, slice_name, self._slice(svc, slice_name, members, ports))
+        for ep in self.store.all_objects(ep_type):
+            if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in live:
+                self.store.delete(ep_type, ep["metadata"]["namespace"], ep["metadata"]["name"])
+
+    @staticmethod
+    def _port(svc_port: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
+        target = svc_port.get("targetPort", svc_port.get("port"))
+        if isinstance(target, str) and not target.isdigit():
+            for pod in members:
+                for c in (pod.get("spec") or {}).get("containers") or []:
+                    for p in c.get("ports") or []:
+                        if p.get("name") == target:
+                            target = p["containerPort"]
+        port = {"port": int(target) if str(target).isdigit() else svc_port.get("port"),
+                "protocol": svc_port.get("protocol", "TCP")}
+        if svc_port.get("name"):
+            port["name"] = svc_port["name"]
+        return port
+
+    @staticmethod
+    def _address(pod: dict[str, Any]) -> dict[str, Any]:
+        return {"ip": pod["status"]["podIP"], "nodeName": NODE_NAME,
+                "targetRef": {"kind": "Pod", "name": pod["metadata"]["name"],
+                              "namespace": pod["metadata"]["namespace"], "uid": pod["metadata"]["uid"]}}
+
+    def _endpoints(self, svc: dict[str, Any], members: list[dict[str, Any]],
+                   ports: list[dict[str, Any]]) -> dict[str, Any]:
+        ready = [self._address(p) for p in members if _is_ready(p)]
+        not_ready = [self._address(p) for p in members if not _is_ready(p)]
+        subset: dict[str, Any] = {"ports": ports}
+        if ready:
+            subset["addresses"] = ready
+        if not_ready:
+            subset["notReadyAddresses"] = not_ready
+        return {"metadata": {"name": svc["metadata"]["name"], "namespace": svc["metadata"]["namespace"],
+                             "labels": dict(svc["metadata"].get("labels") or {})},
+                "subsets": [subset] if members else []}
+
+    def _slice(self, svc: dict[str, Any], name: str, members: list[dict[str, Any]],
+               ports: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": svc["metadata"]["namespace"],
+                             "labels": {"kubernetes.io/service-name": svc["metadata"]["name"],
+                                        "endpointslice.kubernetes.io/managed-by": "specpilot-sandbox"},
+                             "ownerReferences": [_owner_ref(svc)]},
+                "addressType": "IPv4", "ports": ports,
+                "endpoints": [{"addresses": [p["status"]["podIP"]], "nodeName": NODE_NAME,
+                               "conditions": {"ready": _is_ready(p), "serving": _is_ready(p), "terminating": False},
+                               "targetRef": self._address(p)["targetRef"]} for p in members]}
+
+    def _put(self, rtype: ResourceType, ns: str, name: str, desired: dict[str, Any]) -> None:
+        try:
+            current = self.store.get(rtype, ns, name)
+        except ApiError:
+            self.store.create(rtype, ns, desired)
+            return
+        body = {**desired, "metadata": {**current["metadata"], **desired["metadata"]}}
+        self.store.replace(rtype, ns, name, body)
