@@ -128,7 +128,7 @@ class Engine(_Model):
     resources: dict[str, Any] = Field(
         default_factory=dict, description="Container resources; the GPU limit is set from accelerator.")
     node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
-    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Pod tolerations.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, max_length=64, description="Pod tolerations.")
     model_cache: ModelCache | None = Field(None, description="Model weight cache volume.")
     hf_token_secret_ref: SecretKeyRef | None = Field(
         None, description="Secret key holding a Hugging Face token (exposed as HF_TOKEN).")
@@ -196,7 +196,7 @@ class SpeculativeDeploymentStatus(_Model):
 
     observed_generation: int | None = Field(None, description="Generation last reconciled.")
     phase: str | None = Field(None, description="Pending, Running, Tuning, Degraded, Invalid or Paused.")
-    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+    conditions: list[Condition] = Field(default_factory=list, max_length=32, description="Standard conditions.")
     method: str | None = Field(None, description="Method the stable pods run.")
     num_speculative_tokens: int | None = Field(None, description="N the stable pods run.")
     canary_num_speculative_tokens: int | None = Field(None, description="N of the running canary, if any.")

@@ -125,7 +125,8 @@ def _scalar_problems(schema: Schema, value: Any, path: str) -> list[Problem]:
             p.append(Problem(path, f"must have at most {schema['maxLength']} characters, got {len(value)}"))
         pattern = schema.get("pattern")
         if pattern and not re.search(pattern, value):
-            p.append(Problem(path, f"{value!r} must be {_PATTERN_HINTS.get(pattern, 'matching ' + pattern)}"))
+            hint = _PATTERN_HINTS.get(pattern)
+            p.append(Problem(path, f"{value!r} must be {hint}" if hint else f"{value!r} must match {pattern}"))
     return p
 
 

@@ -1,0 +1,96 @@
+"""The generated CRD: checked-in copy, structure kubectl and the API server rely on, CEL that compiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import yaml
+
+from specpilot.api.crd import crd, crd_yaml, open_api_schema
+from specpilot.cli import main
+from specpilot_runtime.speculative import METHODS, REMOVED_METHODS
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKED_IN = ROOT / "crds" / "specpilot.io_speculativedeployments.yaml"
+K8S_VERSION = "1.37.0"
+
+
+def _nodes(node: dict[str, Any], path: str = ""):
+    yield path, node
+    for name, sub in node.get("properties", {}).items():
+        yield from _nodes(sub, f"{path}.{name}" if path else name)
+    if "items" in node:
+        yield from _nodes(node["items"], path + "[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _nodes(node["additionalProperties"], path + "{}")
+
+
+def test_checked_in_crd_matches_generator() -> None:
+    assert CHECKED_IN.read_text() == crd_yaml(), "crds/ is stale: run `make crd`"
+
+
+def test_crd_command_prints_the_checked_in_file(capsys) -> None:
+    assert main(["crd"]) == 0
+    assert capsys.readouterr().out == CHECKED_IN.read_text()
+
+
+def test_crd_is_a_valid_kubernetes_object() -> None:
+    kubernetes_validate.validate(crd(), K8S_VERSION, strict=True)
+
+
+def test_every_field_has_a_type_and_description() -> None:
+    for path, node in _nodes(open_api_schema()):
+        if node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
+            continue
+        assert node.get("type"), f"{path} has no type"
+        if path and not path.endswith(("[]", "{}")):
+            assert node.get("description"), f"{path} has no description"
+
+
+def test_free_form_fields_are_only_where_the_models_pass_values_through() -> None:
+    free = {path for path, node in _nodes(open_api_schema()) if node.get("x-kubernetes-preserve-unknown-fields")}
+    assert free == {"spec.speculative.extra", "spec.engine.resources", "spec.engine.tolerations[]",
+                    "status.tuning"}
+
+
+def test_enums_bounds_and_defaults() -> None:
+    spec = open_api_schema()["properties"]["spec"]["properties"]
+    method = spec["speculative"]["properties"]["method"]
+    assert method["enum"] == list(METHODS)
+    assert not set(REMOVED_METHODS) & set(method["enum"])
+    assert spec["accelerator"]["properties"]["vendor"]["enum"] == ["amd", "nvidia"]
+    assert spec["replicas"]["minimum"] == 0
+    assert spec["tuning"]["properties"]["canary"]["properties"]["analysisWindow"]["default"] == "5m"
+    confidence = spec["tuning"]["properties"]["confidence"]
+    assert confidence["maximum"] == 1.0 and confidence["exclusiveMaximum"] is True
+    # Nested sections default to {} so the API server fills in their own defaults.
+    assert spec["tuning"]["default"] == {} and spec["accelerator"]["default"] == {}
+    assert "default" not in spec["engine"]["properties"]["modelCache"]
+
+
+def test_names_columns_and_status_subresource() -> None:
+    version = crd()["spec"]["versions"][0]
+    assert crd()["spec"]["names"]["shortNames"] == ["sd", "specdeploy"]
+    assert version["subresources"] == {"status": {}}
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Method", "N", "Phase", "Accepted length", "Age"]
+
+
+def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:
+    env = celpy.Environment()
+    rules = 0
+    for path, node in _nodes(open_api_schema()):
+        for rule in node.get("x-kubernetes-validations", ()):
+            env.compile(rule["rule"])
+            assert rule["message"], f"rule at {path} has no message"
+            rules += 1
+        if node.get("type") == "array":
+            assert "maxItems" in node, f"{path} is unbounded"
+    assert rules >= 14
+
+
+def test_crd_yaml_parses_back_to_the_object() -> None:
+    assert yaml.safe_load(crd_yaml()) == crd()
