@@ -8,6 +8,7 @@ import sys
 
 # Modules that define `register(subparsers)`.
 COMMAND_MODULES: tuple[str, ...] = (
+    "specpilot_runtime.serve",
     "specpilot_runtime.sim.command",
 )
 

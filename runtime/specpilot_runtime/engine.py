@@ -1,0 +1,90 @@
+"""EngineConfig -> the `vllm serve` command (an argv list, never a shell string) and its environment.
+
+Pure: the caller passes the inherited environment in and applies the result. The environment returned
+holds only what specpilot sets, so it can be logged without dumping the pod's whole environment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .engine_config import EngineConfig
+from .speculative import OFF, Problem
+
+# The stat-logger plugin (plugin.py): its entry-point name in pyproject.toml and its on/off switch.
+PLUGIN_ENTRY_POINT = "specpilot_drafted_per_position"
+PLUGIN_ENABLE_ENV = "SPECPILOT_DRAFTED_PER_POSITION"
+# vLLM loads only the plugins this comma-separated list names, when it is set.
+VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
+
+# ROCm reads HIP_VISIBLE_DEVICES, parts of vLLM and PyTorch read CUDA_VISIBLE_DEVICES: on AMD both must
+# name the same devices or workers bind to different GPUs than the scheduler counted.
+HIP_VISIBLE = "HIP_VISIBLE_DEVICES"
+CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to execute: argv, and the variables specpilot sets on top of the inherited environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def to_json(self) -> str:
+        return json.dumps({"argv": self.argv, "env": self.env}, indent=2)
+
+
+def _merged(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
+    return {**inherited, **cfg.env}
+
+
+def env_problems(cfg: EngineConfig, inherited: Mapping[str, str]) -> list[Problem]:
+    """Environment settings that contradict each other for this vendor."""
+    env = _merged(cfg, inherited)
+    p: list[Problem] = []
+    if cfg.accelerator.vendor == "amd":
+        hip, cuda = env.get(HIP_VISIBLE), env.get(CUDA_VISIBLE)
+        if hip is not None and cuda is not None and hip != cuda:
+            p.append(Problem(f"env.{CUDA_VISIBLE}",
+                             f"{HIP_VISIBLE}={hip!r} and {CUDA_VISIBLE}={cuda!r} name different GPUs; "
+                             "set one of them (specpilot copies it to the other) or make them equal"))
+    return p
+
+
+def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:
+    out = [vllm_bin, "serve", cfg.model, "--host", cfg.host, "--port", str(cfg.port)]
+    if cfg.served_model_name:
+        out += ["--served-model-name", cfg.served_model_name]
+    if cfg.accelerator.vendor != "cpu" and cfg.accelerator.count > 1:
+        out += ["--tensor-parallel-size", str(cfg.accelerator.count)]
+    spec = cfg.speculative.to_vllm()
+    if spec is not None:
+        # Compact JSON: the value is one argv element; vLLM parses it with json.loads.
+        out += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return out + list(cfg.args)
+
+
+def env(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
+    """The variables specpilot sets for vLLM: the config's own env plus what the vendor and plugin need."""
+    merged = _merged(cfg, inherited)
+    out = dict(cfg.env)
+    if cfg.accelerator.vendor == "amd":
+        hip, cuda = merged.get(HIP_VISIBLE), merged.get(CUDA_VISIBLE)
+        if hip is not None and cuda is None:
+            out[CUDA_VISIBLE] = hip
+        elif cuda is not None and hip is None:
+            out[HIP_VISIBLE] = cuda
+    plugin_on = cfg.drafted_per_position_metric and cfg.speculative.method != OFF
+    out[PLUGIN_ENABLE_ENV] = "1" if plugin_on else "0"
+    allowed = merged.get(VLLM_PLUGINS_ENV)
+    if plugin_on and allowed is not None:
+        names = [n for n in allowed.split(",") if n]
+        if PLUGIN_ENTRY_POINT not in names:
+            out[VLLM_PLUGINS_ENV] = ",".join([*names, PLUGIN_ENTRY_POINT])
+    return out
+
+
+def launch(cfg: EngineConfig, inherited: Mapping[str, str], vllm_bin: str = "vllm") -> Launch:
+    return Launch(argv(cfg, vllm_bin), env(cfg, inherited))

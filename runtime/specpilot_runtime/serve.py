@@ -1,0 +1,134 @@
+"""`specpilot-runtime serve`: validate engine.json, check the checkpoints, start and supervise vLLM.
+
+The pod's entrypoint. It refuses a bad config before vLLM spends minutes loading weights, logs the
+exact command on one line, runs vLLM as a child in its own process group, forwards SIGTERM/SIGINT to
+it, gives it a grace period to drain in-flight requests, and exits with vLLM's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from pydantic import ValidationError
+
+from . import engine
+from .checkpoint import check_checkpoints
+from .engine_config import EngineConfig
+from .speculative import Problem
+
+log = logging.getLogger("specpilot.runtime")
+
+# Below Kubernetes' default terminationGracePeriodSeconds (30), so vLLM is killed by us, with a log line,
+# rather than by the kubelet.
+DEFAULT_GRACE_S = 25.0
+EXIT_INVALID = 2
+EXIT_NOT_FOUND = 127
+_PR_SET_PDEATHSIG = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help="validate engine.json and run vLLM with it",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, type=Path, help="path of engine.json (an EngineConfig)")
+    p.add_argument("--dry-run", action="store_true", help="print the argv and env as JSON and exit")
+    p.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_S, metavar="SECONDS",
+                   help=f"how long vLLM may drain after SIGTERM/SIGINT before it is killed "
+                        f"(default {DEFAULT_GRACE_S:g})")
+    p.set_defaults(func=run)
+
+
+def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        return None, [Problem(str(path), f"cannot read: {e.strerror}")]
+    except ValueError as e:
+        return None, [Problem(str(path), f"not JSON: {e}")]
+    try:
+        cfg = EngineConfig.model_validate(raw)
+    except ValidationError as e:
+        return None, [Problem(".".join(str(x) for x in err["loc"]) or str(path), err["msg"])
+                      for err in e.errors()]
+    problems = cfg.problems() + engine.env_problems(cfg, os.environ)
+    if not problems:  # the checkpoint rules assume a config that is valid on its own
+        problems = check_checkpoints(cfg.model, cfg.speculative)
+    return cfg, problems
+
+
+def vllm_executable() -> str:
+    """The `vllm` next to this interpreter (same venv) when there is one, else the one on PATH."""
+    beside = Path(sys.executable).parent / "vllm"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("vllm") or "vllm"
+
+
+def _die_with_parent() -> None:
+    # Runs in the child before exec: if the runtime is SIGKILLed, the kernel sends vLLM SIGTERM
+    # instead of leaving it orphaned with the GPU (Linux only; elsewhere a no-op).
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def supervise(argv: list[str], env: dict[str, str], grace_s: float) -> int:
+    """Run argv until it exits; forward SIGTERM/SIGINT; SIGKILL its process group after the grace."""
+    child = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+    deadline: list[float] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        log.info("got %s: forwarding to vLLM (pid %d), %g s to drain", signal.Signals(signum).name,
+                 child.pid, grace_s)
+        if not deadline:
+            deadline.append(time.monotonic() + grace_s)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline and time.monotonic() > deadline[0]:
+                    log.warning("vLLM did not exit within %g s: killing it", grace_s)
+                    os.killpg(child.pid, signal.SIGKILL)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    # A child killed by a signal reports -signum; a shell reports 128 + signum, and so do we.
+    return code if code >= 0 else 128 - code
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s specpilot-runtime %(levelname)s %(message)s")
+    cfg, problems = load(args.config)
+    if problems or cfg is None:
+        for p in problems:
+            print(f"specpilot-runtime: {args.config}: {p}", file=sys.stderr)
+        return EXIT_INVALID
+    plan = engine.launch(cfg, os.environ, vllm_executable())
+    if args.dry_run:
+        print(plan.to_json())
+        return 0
+    overrides = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
+    log.info("starting vLLM after %.0f ms of checks: %s %s", (time.monotonic() - started) * 1000,
+             overrides, shlex.join(plan.argv))
+    try:
+        return supervise(plan.argv, {**os.environ, **plan.env}, args.grace_period)
+    except FileNotFoundError:
+        print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
+        return EXIT_NOT_FOUND
