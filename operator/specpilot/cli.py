@@ -11,6 +11,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.api.commands",
     "specpilot.render.commands",
     "specpilot.observability.commands",
+    "specpilot.load.command",
 )
 
 
