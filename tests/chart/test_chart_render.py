@@ -1,0 +1,189 @@
+"""The Helm chart: lint, Kubernetes schemas, values schema, CRDs, hardening, watch modes, HA, monitors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+from helm_tools import CHART, CRD_KINDS, HELM, NAMESPACE, ROOT, by_kind, helm_template, render
+
+from specpilot.observability import alerts, dashboards
+from specpilot.render import names
+from specpilot.render.pod import PORT_NAME
+
+# Value sets a user would plausibly install with; every check below runs against all of them.
+VALUE_SETS = {
+    "defaults": (),
+    "namespaced": ("--set", "watch.namespaces={team-a,team-b}"),
+    "monitoring": ("--set", "metrics.serviceMonitor.enabled=true", "--set", "vllmPodMonitor.enabled=true",
+                   "--set", "prometheusRule.enabled=true"),
+    "single": ("--set", "replicaCount=1", "--set", "leaderElection.enabled=false",
+               "--set", "dashboards.enabled=false"),
+}
+# Oldest Kubernetes the chart supports (Chart.yaml kubeVersion: the CRD's CEL rules use `reason` and
+# `fieldPath`, new in 1.28) and the newest schemas kubernetes-validate bundles.
+OLDEST = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"].removeprefix(">=").removesuffix("-0")
+KUBERNETES_VERSIONS = (OLDEST, kubernetes_validate.latest_version())
+
+
+def _set_args(values: dict[str, str]) -> tuple[str, ...]:
+    return tuple(arg for key, value in values.items() for arg in ("--set", f"{key}={value}"))
+
+
+@pytest.mark.parametrize("args", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_helm_lint_strict_is_clean(args: tuple[str, ...]) -> None:
+    proc = subprocess.run([str(HELM), "lint", "--strict", str(CHART), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("args", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_rendered_objects_pass_strict_kubernetes_schemas(args: tuple[str, ...], version: str) -> None:
+    skipped = set()
+    objects = render("--include-crds", *args)
+    for obj in objects:
+        key = (obj["apiVersion"], obj["kind"])
+        if key in CRD_KINDS:
+            skipped.add(key)  # no schema ships for the Prometheus Operator's kinds
+            continue
+        kubernetes_validate.validate(obj, version, strict=True)
+    assert len(objects) > len(skipped)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"replicaCount": "two"}, "replicaCount"),
+    ({"watch.namespaces": "{Not_A_Namespace}"}, "watch.namespaces"),
+    ({"operator.logLevel": "verbose"}, "logLevel"),
+    ({"metrics.serviceMonitor.interval": "often"}, "interval"),
+    ({"unknownKey": "1"}, "unknownKey"),
+])
+def test_values_schema_refuses_bad_values(values: dict[str, str], message: str) -> None:
+    with pytest.raises(AssertionError, match=message):
+        helm_template(*_set_args(values))
+
+
+def test_two_replicas_without_leader_election_are_refused() -> None:
+    with pytest.raises(AssertionError, match="leaderElection"):
+        helm_template(*_set_args({"replicaCount": "2", "leaderElection.enabled": "false"}))
+
+
+def test_chart_crds_are_the_generated_crds() -> None:
+    top = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert top, "crds/ is empty: run `make crd`"
+    assert chart == top, "charts/specpilot/crds/ differs from crds/: copy crds/*.yaml into the chart"
+
+
+def _operator_container(objects: list[dict]) -> dict:
+    (deployment,) = by_kind(objects, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_operator_pod_is_hardened() -> None:
+    objects = render()
+    (deployment,) = by_kind(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = _operator_container(objects)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "health"
+    # A writable /tmp, since the root filesystem is not.
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+def test_default_install_is_highly_available() -> None:
+    objects = render()
+    (deployment,) = by_kind(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert "--leader-election" in _operator_container(objects)["args"]
+    (pdb,) = by_kind(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"] \
+        == "kubernetes.io/hostname"
+    single = render(*VALUE_SETS["single"])
+    assert not by_kind(single, "PodDisruptionBudget")
+    assert "--leader-election" not in _operator_container(single)["args"]
+
+
+def test_watch_mode_selects_cluster_role_or_roles() -> None:
+    cluster = render()
+    assert "--all-namespaces" in _operator_container(cluster)["args"]
+    (cluster_role,) = by_kind(cluster, "ClusterRole")
+    assert any("speculativedeployments" in r["resources"] for r in cluster_role["rules"])
+    assert [r["metadata"]["name"] for r in by_kind(cluster, "Role")] == ["specpilot-leader-election"]
+
+    namespaced = render(*VALUE_SETS["namespaced"])
+    args = _operator_container(namespaced)["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--all-namespaces" not in args
+    (cluster_role,) = by_kind(namespaced, "ClusterRole")
+    assert not any("speculativedeployments" in r["resources"] for r in cluster_role["rules"])
+    roles = {r["metadata"]["namespace"]: r for r in by_kind(namespaced, "Role")}
+    assert set(roles) == {"team-a", "team-b", NAMESPACE}
+    bindings = {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in by_kind(namespaced, "RoleBinding")}
+    assert {(ns, roles[ns]["metadata"]["name"]) for ns in ("team-a", "team-b")} <= bindings
+
+
+@pytest.mark.parametrize("args", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_rbac_has_no_wildcards_and_no_secrets(args: tuple[str, ...]) -> None:
+    objects = render(*args)
+    rules = [rule for kind in ("ClusterRole", "Role") for role in by_kind(objects, kind) for rule in role["rules"]]
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule.get(field, []), rule
+        assert not {"secrets", "secrets/*"} & set(rule["resources"]), rule
+        assert "nonResourceURLs" not in rule and "resourceNames" not in rule, rule
+
+
+def test_monitors_are_off_by_default_and_select_what_the_operator_renders() -> None:
+    assert not by_kind(render(), "ServiceMonitor") and not by_kind(render(), "PodMonitor")
+    assert not by_kind(render(), "PrometheusRule")
+    objects = render(*VALUE_SETS["monitoring"])
+
+    (monitor,) = by_kind(objects, "ServiceMonitor")
+    service = next(s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-metrics"))
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    # The operator's `namespace` label is the SpeculativeDeployment's, not the scrape target's.
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+
+    (pod_monitor,) = by_kind(objects, "PodMonitor")
+    assert pod_monitor["spec"]["selector"]["matchLabels"] == {names.MANAGED_BY: names.MANAGER}
+    endpoint = pod_monitor["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == PORT_NAME and endpoint["path"] == "/metrics"
+    # Prometheus exposes pod labels as __meta_kubernetes_pod_label_<label, non-alphanumerics as _>.
+    copied = {r["sourceLabels"][0]: r["targetLabel"] for r in endpoint["relabelings"]}
+    meta = "__meta_kubernetes_pod_label_{}".format
+    sanitize = lambda label: "".join(c if c.isalnum() else "_" for c in label)  # noqa: E731
+    assert copied == {meta(sanitize(names.DEPLOYMENT_LABEL)): "deployment",
+                      meta(sanitize(names.TRACK_LABEL)): "track",
+                      meta(sanitize(names.N_LABEL)): "num_speculative_tokens"}
+
+
+def test_prometheus_rule_carries_the_generated_rules_verbatim() -> None:
+    (rule,) = by_kind(render(*VALUE_SETS["monitoring"]), "PrometheusRule")
+    assert rule["spec"] == alerts.rule_groups()
+    # Label templates reach Prometheus untouched by Helm.
+    assert "{{ $labels.deployment }}" in json.dumps(rule["spec"])
+
+
+def test_dashboards_ship_as_labelled_config_maps() -> None:
+    maps = [m for m in by_kind(render(), "ConfigMap") if "-dashboard-" in m["metadata"]["name"]]
+    shipped = {key: json.loads(text) for m in maps for key, text in m["data"].items()}
+    assert shipped == {f"{name}.json": dash for name, dash in dashboards.rendered().items()}
+    for config_map in maps:
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert not [m for m in by_kind(render(*VALUE_SETS["single"]), "ConfigMap")]
+
