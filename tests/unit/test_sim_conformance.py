@@ -19,9 +19,9 @@ from specpilot_runtime.sim.server import SimConfig, SimServer
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures").glob("vllm-0.32-cpu-*.prom"))
 
-# Names specpilot reads from vLLM; the plugin's drafted-per-position counter is not vLLM's own.
+# Names specpilot reads from a serving pod: vLLM's own and its plugin's drafted-per-position counter.
 READ_BY_SPECPILOT = {
-    vm.SPEC_DRAFTS, vm.SPEC_DRAFT_TOKENS, vm.SPEC_ACCEPTED_TOKENS, vm.SPEC_ACCEPTED_PER_POS,
+    vm.SPEC_DRAFTED_PER_POS, vm.SPEC_DRAFTS, vm.SPEC_DRAFT_TOKENS, vm.SPEC_ACCEPTED_TOKENS, vm.SPEC_ACCEPTED_PER_POS,
     vm.GENERATION_TOKENS, vm.PROMPT_TOKENS, vm.TPOT, vm.INTER_TOKEN_LATENCY, vm.TTFT, vm.E2E_LATENCY,
     vm.RUNNING, vm.WAITING, vm.KV_CACHE_USAGE, vm.ITERATION_TOKENS, vm.PREEMPTIONS,
 }
@@ -70,6 +70,7 @@ async def test_sim_metric_families_match_real_vllm(real_scrape: str) -> None:
     real = surface(real_scrape)
     n = len(real[vm.SPEC_ACCEPTED_PER_POS]["positions"])  # type: ignore[arg-type]
     sim = surface(await sim_scrape(n))
+    assert len(sim[vm.SPEC_ACCEPTED_PER_POS]["positions"]) == n  # type: ignore[arg-type]
 
     assert set(sim) <= set(real), f"simulator exports families vLLM does not: {set(sim) - set(real)}"
     for name, fam in sim.items():

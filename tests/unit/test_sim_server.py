@@ -12,7 +12,6 @@ import math
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from specpilot_runtime import vllm_metrics as vm
 from specpilot_runtime.sim.profile import read_profile
@@ -29,17 +28,9 @@ def config(n: int, profile: str = "example-mtp-sequential", seed: int = 7, time_
                      method=p.method if n else "off", port=0, time_scale=time_scale, seed=seed, **kw)
 
 
-async def scrape(client: httpx.AsyncClient, url: str) -> dict[str, float]:
-    """Sample name (with a `[position]` suffix for per-position counters) -> value, summed over labels."""
-    text = (await client.get(f"{url}/metrics")).text
-    out: dict[str, float] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name.endswith("_created") or "le" in s.labels:
-                continue
-            key = s.name + (f"[{s.labels[vm.LABEL_POSITION]}]" if vm.LABEL_POSITION in s.labels else "")
-            out[key] = out.get(key, 0.0) + s.value
-    return out
+async def scrape(client: httpx.AsyncClient, url: str) -> vm.Snapshot:
+    """What the operator's scraper sees: the runtime's own parser over /metrics."""
+    return vm.parse((await client.get(f"{url}/metrics")).text)
 
 
 async def complete(client: httpx.AsyncClient, url: str, max_tokens: int, chat: bool = False) -> dict:
@@ -74,20 +65,19 @@ async def test_observed_survival_converges_to_the_profile() -> None:
         results = await asyncio.gather(*(complete(client, sim.url, 300, chat=i % 2 == 0) for i in range(24)))
         m = await scrape(client, sim.url)
 
-    drafts = m[vm.SPEC_DRAFTS + "_total"]
-    assert drafts > 2000
-    for k, s_k in enumerate(survival, start=1):
-        observed = m[f"{vm.SPEC_ACCEPTED_PER_POS}_total[{k - 1}]"] / drafts
+    assert m.drafts > 2000
+    for k, (observed, s_k) in enumerate(zip(vm.survival(m), survival, strict=True), start=1):
         # Five standard errors of a proportion: a fixed seed makes this deterministic, the width robust.
-        assert abs(observed - s_k) < 5 * math.sqrt(s_k * (1 - s_k) / drafts), (k, observed, s_k)
-    mean_accepted_length = 1 + m[vm.SPEC_ACCEPTED_TOKENS + "_total"] / drafts
-    assert abs(mean_accepted_length - (1 + sum(survival))) < 0.1
-    assert m[vm.SPEC_DRAFT_TOKENS + "_total"] == n * drafts
+        assert abs(observed - s_k) < 5 * math.sqrt(s_k * (1 - s_k) / m.drafts), (k, observed, s_k)
+    assert abs(vm.mean_acceptance_length(m) - (1 + sum(survival))) < 0.1
+    assert m.draft_tokens == n * m.drafts
+    assert m.drafted_per_pos == (m.drafts,) * n  # the plugin counter: every draft is N long
     # Every output token is counted once, prompts too, and the engine is idle again.
-    assert m[vm.GENERATION_TOKENS + "_total"] == sum(r["usage"]["completion_tokens"] for r in results) == 24 * 300
-    assert m[vm.PROMPT_TOKENS + "_total"] == sum(r["usage"]["prompt_tokens"] for r in results)
-    assert m[vm.RUNNING] == 0 and m[vm.WAITING] == 0
-    assert m[vm.E2E_LATENCY + "_count"] == m[vm.TPOT + "_count"] == m[vm.TTFT + "_count"] == 24
+    assert m.generation_tokens == sum(r["usage"]["completion_tokens"] for r in results) == 24 * 300
+    assert m.prompt_tokens == sum(r["usage"]["prompt_tokens"] for r in results)
+    assert m.running == 0 and m.waiting == 0
+    assert m.tpot_count == 24 and m.tpot_sum > 0
+    assert m.extra[vm.E2E_LATENCY + "_count"] == m.extra[vm.TTFT + "_count"] == 24
 
 
 async def test_parallel_profile_uses_its_survival_override_at_that_n() -> None:
@@ -97,9 +87,8 @@ async def test_parallel_profile_uses_its_survival_override_at_that_n() -> None:
     async with SimServer(cfg) as sim, httpx.AsyncClient(timeout=60) as client:
         await asyncio.gather(*(complete(client, sim.url, 400) for _ in range(16)))
         m = await scrape(client, sim.url)
-    drafts = m[vm.SPEC_DRAFTS + "_total"]
-    s1 = m[f"{vm.SPEC_ACCEPTED_PER_POS}_total[0]"] / drafts
-    assert abs(s1 - override[0]) < 5 * math.sqrt(override[0] * (1 - override[0]) / drafts)
+    s1 = vm.survival(m)[0]
+    assert abs(s1 - override[0]) < 5 * math.sqrt(override[0] * (1 - override[0]) / m.drafts)
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
@@ -120,7 +109,7 @@ async def test_streaming_delivers_every_token_then_usage_and_done(chat: bool) ->
     if chat:
         assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
         assert chunks[0]["object"] == "chat.completion.chunk"
-    assert m[vm.GENERATION_TOKENS + "_total"] == 50
+    assert m.generation_tokens == 50
 
 
 async def test_speculation_off_generates_one_token_per_step() -> None:
@@ -128,8 +117,8 @@ async def test_speculation_off_generates_one_token_per_step() -> None:
         events = await stream(client, sim.url, 20, chat=False)
         m = await scrape(client, sim.url)
     assert len(events) == 20 + 2
-    assert not [k for k in m if k.startswith("vllm:spec_decode")]
-    assert m[vm.INTER_TOKEN_LATENCY + "_count"] == 19
+    assert m.drafts == 0 and m.accepted_per_pos == () and m.drafted_per_pos is None
+    assert m.extra[vm.INTER_TOKEN_LATENCY + "_count"] == 19
 
 
 async def test_service_endpoints_answer_like_vllm() -> None:
@@ -165,12 +154,12 @@ async def test_a_client_that_hangs_up_frees_its_slot() -> None:
             async for line in r.aiter_lines():
                 if line.startswith("data: "):
                     break
-        assert (await scrape(client, sim.url))[vm.RUNNING] == 1
+        assert (await scrape(client, sim.url)).running == 1
         for _ in range(200):  # the server notices the hang-up on its next write
-            if (await scrape(client, sim.url))[vm.RUNNING] == 0:
+            if (await scrape(client, sim.url)).running == 0:
                 break
             await asyncio.sleep(0.05)
-        assert (await scrape(client, sim.url))[vm.RUNNING] == 0
+        assert (await scrape(client, sim.url)).running == 0
 
 
 async def test_batch_limit_queues_requests_as_waiting() -> None:
@@ -179,10 +168,10 @@ async def test_batch_limit_queues_requests_as_waiting() -> None:
         second = asyncio.create_task(complete(client, sim.url, 3000))
         for _ in range(200):
             m = await scrape(client, sim.url)
-            if m[vm.RUNNING] == 1 and m[vm.WAITING] == 1:
+            if m.running == 1 and m.waiting == 1:
                 break
             await asyncio.sleep(0.02)
-        assert (m[vm.RUNNING], m[vm.WAITING]) == (1, 1)
+        assert (m.running, m.waiting) == (1, 1)
         first.cancel()
         second.cancel()
         await asyncio.gather(first, second, return_exceptions=True)

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="seed for acceptance and step-time noise draws")
     p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one batch (vLLM's flag)")
     p.add_argument("--max-model-len", type=int, default=4096, help="context length (vLLM's flag)")
+    p.add_argument("--drafted-per-position-metric", action=argparse.BooleanOptionalAction, default=True,
+                   help="export specpilot's plugin counter of drafted tokens per position (default: on, "
+                        "as EngineConfig.drafted_per_position_metric)")
     p.set_defaults(func=run)
 
 
@@ -56,6 +59,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         served_model_name=args.served_model_name or profile.name,
         host=args.host, port=args.port, time_scale=args.time_scale, seed=args.seed,
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
+        drafted_per_position_metric=args.drafted_per_position_metric,
     )
 
 

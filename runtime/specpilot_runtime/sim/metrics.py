@@ -4,7 +4,8 @@ Names come from `vllm_metrics`; types, label names, HELP text and histogram buck
 Prometheus stat logger, so the operator, dashboards and alerts cannot tell a simulated pod from a real
 one. `tests/unit/test_sim_conformance.py` holds this against a real vLLM scrape. Like vLLM, the
 speculative-decoding counters exist only when speculation is on (N >= 1), and every counter and
-histogram carries prometheus_client's `_created` gauge.
+histogram carries prometheus_client's `_created` gauge. specpilot's drafted-per-position plugin counter
+is exported too unless turned off, as on a real specpilot pod.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ENGINE_INDEX = "0"  # one engine core per simulated server, as vLLM without data
 class SimMetrics:
     """One engine's metric families in a private registry (several engines can share a process)."""
 
-    def __init__(self, model_name: str, num_speculative_tokens: int) -> None:
+    def __init__(self, model_name: str, num_speculative_tokens: int, drafted_per_position: bool = True) -> None:
         self.registry = CollectorRegistry()
         labels = [vm.LABEL_MODEL, vm.LABEL_ENGINE]
         values = (model_name, ENGINE_INDEX)
@@ -68,6 +69,13 @@ class SimMetrics:
                               [*labels, vm.LABEL_POSITION], registry=self.registry)
             # Every position exists from the start (value 0), as in vLLM.
             self.accepted_per_pos = [per_pos.labels(*values, str(k)) for k in range(num_speculative_tokens)]
+        # specpilot's stat-logger plugin (plugin.py) adds this next to vLLM's counters; serving pods
+        # have it unless their EngineConfig turns it off, so simulated pods do too.
+        self.drafted_per_pos: list[Counter] = []
+        if self.spec_enabled and drafted_per_position:
+            drafted = Counter(vm.SPEC_DRAFTED_PER_POS, "Drafted tokens per draft position (specpilot plugin).",
+                              [*labels, vm.LABEL_POSITION], registry=self.registry)
+            self.drafted_per_pos = [drafted.labels(*values, str(k)) for k in range(num_speculative_tokens)]
 
     def set_queue(self, running: int, waiting: int) -> None:
         self.running.set(running)
@@ -94,6 +102,9 @@ class SimMetrics:
             self.accepted_tokens.inc(step.accepted_tokens)
             for counter, count in zip(self.accepted_per_pos, step.accepted_per_pos):
                 counter.inc(count)
+            # Simulated drafts are always N long, so every position is drafted once per draft.
+            for counter in self.drafted_per_pos:
+                counter.inc(step.drafts)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

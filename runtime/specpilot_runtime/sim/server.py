@@ -44,6 +44,7 @@ class SimConfig:
     max_num_seqs: int = 256
     max_model_len: int = 4096
     kv_cache_tokens: int = 131072
+    drafted_per_position_metric: bool = True  # specpilot's plugin counter, as EngineConfig's flag
 
 
 class EngineDead(RuntimeError):
@@ -159,7 +160,8 @@ class SimServer:
 
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.metrics = SimMetrics(config.served_model_name, config.num_speculative_tokens)
+        self.metrics = SimMetrics(config.served_model_name, config.num_speculative_tokens,
+                                  config.drafted_per_position_metric)
         self.engine = Engine(config.profile, config.num_speculative_tokens, random.Random(config.seed),
                              max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens)
         self._loop: EngineLoop | None = None
