@@ -103,6 +103,7 @@ SPECULATIVE_FLAGS: frozenset[str] = frozenset({
     "--num-speculative-tokens", "--speculative-draft-tensor-parallel-size",
     "--ngram-prompt-lookup-max", "--ngram-prompt-lookup-min", "--speculative-max-model-len",
     "--speculative-disable-by-batch-size", "--spec-decoding-acceptance-method",
+    "--spec-method", "--spec-model", "--spec-tokens",  # vLLM 0.32's shorthands for the config keys
 })
 
 ALLOWED_ENUMS: dict[str, tuple[str, ...]] = {
