@@ -9,9 +9,11 @@ import celpy
 import kubernetes_validate
 import yaml
 
+from specpilot.api.cel import evaluate
 from specpilot.api.crd import crd, crd_yaml, open_api_schema
+from specpilot.api.rules import max_n_expression
 from specpilot.cli import main
-from specpilot_runtime.speculative import METHODS, REMOVED_METHODS
+from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, max_n
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "crds" / "specpilot.io_speculativedeployments.yaml"
@@ -94,3 +96,23 @@ def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:
 
 def test_crd_yaml_parses_back_to_the_object() -> None:
     assert yaml.safe_load(crd_yaml()) == crd()
+
+
+def test_cel_limit_on_n_equals_the_runtime_rule_for_every_method_and_block_size() -> None:
+    expression = max_n_expression("self")
+    for method in METHODS:
+        for block in (None, 4, 8, 16, 32):
+            spec: dict[str, Any] = {"speculative": {"method": method}}
+            if block is not None:
+                spec["speculative"]["blockSize"] = block
+            limit = max_n(method, block)
+            assert evaluate(f"({expression}) == {limit}", spec), (method, block, limit)
+
+
+def test_draft_model_rules_list_the_methods_speculative_py_names() -> None:
+    rules = open_api_schema()["properties"]["spec"]["properties"]["speculative"]["x-kubernetes-validations"]
+    required = sorted(m for m, r in METHODS.items() if r.draft_model == "required")
+    forbidden = sorted(m for m, r in METHODS.items() if r.draft_model == "forbidden")
+    texts = [r["rule"] for r in rules]
+    assert f"!(self.method in {required!r}) || has(self.draftModel)".replace('"', "'") in texts
+    assert f"!(self.method in {forbidden!r}) || !has(self.draftModel)".replace('"', "'") in texts

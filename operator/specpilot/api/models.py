@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specpilot_runtime.speculative import METHODS, MAX_NUM_SPECULATIVE_TOKENS
+from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, REMOVED_METHODS
 
 GROUP = "specpilot.io"
 VERSION = "v1alpha1"
@@ -37,6 +37,11 @@ MAX_ENGINE_ARGS = 128
 MAX_ARG_LENGTH = 1024
 EngineArg = Annotated[str, Field(max_length=MAX_ARG_LENGTH)]
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
+
+
+def _methods(draft_model: str) -> list[str]:
+    """Methods whose draft model is "required", "optional" or "forbidden" (speculative.py's rule)."""
+    return [m for m, rule in METHODS.items() if rule.draft_model == draft_model]
 
 
 def duration_seconds(text: str) -> float:
@@ -73,10 +78,12 @@ class Speculative(_Model):
     """The speculative-decoding method and its draft."""
 
     method: MethodName = Field(  # type: ignore[valid-type]
-        description="Proposer: mtp, eagle3, dflash, dspark, ngram, suffix, draft_model, or off.")
+        description=f"Proposer: {', '.join(METHODS)} (no speculation). Removed from vLLM: "
+                    f"{', '.join(REMOVED_METHODS)}.")
     draft_model: str | None = Field(
-        None, description="Draft checkpoint (hub id or path). Required for eagle3, dflash and "
-                          "draft_model; optional for mtp (Gemma-4-style assistants) and dspark.")
+        None, description=f"Draft checkpoint (hub id or path). Required for {', '.join(_methods('required'))}; "
+                          f"optional for {', '.join(_methods('optional'))} (mtp: Gemma-4-style assistants); "
+                          f"not allowed for {', '.join(_methods('forbidden'))}.")
     num_speculative_tokens: int = Field(
         0, ge=0, le=MAX_NUM_SPECULATIVE_TOKENS,
         description="N, draft tokens verified per step (vLLM's num_speculative_tokens). >= 1 unless "
