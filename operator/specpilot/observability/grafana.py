@@ -170,7 +170,7 @@ def _variable(variable: Variable) -> dict[str, Any]:
     selector = f"{variable.metric}{{{variable.match}}}" if variable.match else variable.metric
     query = f"label_values({selector}, {variable.source_label})"
     return {"name": variable.name, "label": variable.label, "type": "query", "datasource": DATASOURCE,
-            "definition": query, "query": {"query": query, "refId": f"{variable.name}-values"},
+            "query": {"query": query, "refId": f"{variable.name}-values"},
             "refresh": 2, "sort": 1, "multi": True, "includeAll": True, "allValue": ALL_VALUE,
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": [],
             "hide": 0}
