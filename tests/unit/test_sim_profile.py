@@ -76,3 +76,16 @@ def test_bundled_examples_load_and_need_a_name() -> None:
     assert read_profile(None, "example-dflash-parallel").method == "dflash"
     with pytest.raises(ProfileError, match="pick one with --name"):
         read_profile(None, None)
+
+
+def test_the_tuner_profiles_drive_the_simulator_at_every_n() -> None:
+    """The benchmark's profile file (issue 4 format) is what sandbox pods run by."""
+    from pathlib import Path
+
+    article = Path(__file__).parents[2] / "operator" / "specpilot" / "bench" / "profiles" / "article.json"
+    if not article.exists():
+        pytest.skip("the tuner's profiles have not landed")
+    for p in load_profiles(article.read_text(), str(article)).values():
+        for n in range(p.max_n + 1):
+            assert len(p.survival_at(n)) == n
+            assert p.step_time(n, 1) > 0 and p.step_time(n, 512) >= p.step_time(n, 1)
