@@ -74,9 +74,9 @@ BAD = [
                            "schedule": [{"minBatchSize": 3, "maxBatchSize": 2, "numSpeculativeTokens": 1}]}),
      "spec.speculative.schedule[0].maxBatchSize", ">= minBatchSize"),
     ("candidate-dflash", sd({"method": "dflash", "draftModel": "d", "numSpeculativeTokens": 7, "blockSize": 8},
-                            tuning={"candidates": [3, 8]}), "spec.tuning.candidates", "within the method's limits"),
+                            tuning={"candidates": [3, 8]}), "spec.tuning.candidates", "must lie in 0..7 for method dflash"),
     ("candidate-off", sd({"method": "off"}, tuning={"candidates": [0, 1]}), "spec.tuning.candidates",
-     "only 0 when method is off"),
+     "must lie in 0..0 for method off"),
     ("candidate-mtp", sd({"method": "mtp", "numSpeculativeTokens": 3}, tuning={"candidates": [33]}),
      "spec.tuning.candidates[0]", "<= 32"),
     ("tuning-off", sd({"method": "off"}, tuning={"enabled": True}), "spec.tuning.enabled", "no N to tune"),
@@ -141,3 +141,9 @@ def test_admission_does_not_modify_the_object() -> None:
     before = copy.deepcopy(obj)
     admit(SCHEMA, obj)
     assert obj == before
+
+
+def test_message_falls_back_when_the_message_expression_cannot_run() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [
+        {"rule": "self.n < 3", "message": "n must be < 3", "messageExpression": "'n is ' + self.missing"}]}
+    assert admit(schema, {"n": 5}) == ["(object): n must be < 3"]

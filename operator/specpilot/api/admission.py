@@ -65,4 +65,4 @@ def _cel_where_clean(node: Schema, value: Any, path: str, broken: list[str]) -> 
 
 def admit(open_api_schema: Schema, obj: dict[str, Any]) -> list[str]:
     """Why the API server would refuse `obj` ("spec.x: message" lines); empty when it would accept it."""
-    return [str(p) for p in problems(open_api_schema, obj)]
+    return [f"{p.path or '(object)'}: {p.message}" for p in problems(open_api_schema, obj)]

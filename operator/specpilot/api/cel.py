@@ -39,6 +39,19 @@ def evaluate(rule: str, value: Any) -> bool:
     return bool(result)
 
 
+def _message(rule: dict[str, str], value: Any) -> str:
+    """messageExpression's text when it evaluates to a string, else message (as the API server does)."""
+    fallback = rule.get("message") or f"failed rule: {rule['rule']}"
+    expression = rule.get("messageExpression")
+    if not expression:
+        return fallback
+    try:
+        text = _program(expression).evaluate({"self": celpy.json_to_cel(value)})
+    except celpy.CELEvalError:
+        return fallback
+    return str(text) if isinstance(text, str) and text else fallback
+
+
 def _field_path(path: str, field_path: str) -> str:
     """Kubernetes' `fieldPath` (".a.b") is relative to the rule's node."""
     return join(path, field_path.lstrip(".")) if field_path else path
@@ -50,7 +63,7 @@ def check(schema: Schema, value: Any, path: str) -> list[Problem]:
     for rule in schema.get("x-kubernetes-validations", ()):
         try:
             ok = evaluate(rule["rule"], value)
-            message = rule.get("message") or f"failed rule: {rule['rule']}"
+            message = _message(rule, value)
         except ValueError as err:
             ok, message = False, str(err)
         if not ok:

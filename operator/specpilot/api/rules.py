@@ -125,7 +125,10 @@ def _spec_rules() -> list[Rule]:
                  f"self.tuning.candidates.all(c, c <= ({max_n_expression('self')}))",
          "fieldPath": ".tuning.candidates",
          "message": "every tuning candidate must lie within the method's limits: 0 (speculation off) "
-                    f"up to {_limits_text()}"},
+                    f"up to {_limits_text()}",
+         "messageExpression": "'every tuning candidate must lie in 0..' + "
+                              f"string({max_n_expression('self')}) + ' for method ' + self.speculative.method "
+                              "+ ' (0 turns speculation off)'"},
         {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
                  f"self.speculative.method != '{OFF}'",
          "fieldPath": ".tuning.enabled",

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specpilot_runtime.engine_config import arg_problems
-from specpilot_runtime.speculative import REMOVED_METHODS, Problem, SpeculativeConfig
+from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, SpeculativeConfig, max_n
 
 from . import admission
 from .crd import open_api_schema
@@ -24,7 +24,11 @@ from .models import API_VERSION, KIND, SpeculativeDeployment, SpeculativeDeploym
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
 # there the semantic problems replace the CEL ones.
 RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculativeTokens",
-                   "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args")
+                   "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args",
+                   "spec.tuning.candidates")
+
+# vLLM's batch-size schedule key: spec.speculative.schedule renders it.
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
 # Resource names specpilot sets from spec.accelerator; a user value would fight it.
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
@@ -66,6 +70,11 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     found = speculative_config(spec).problems("spec.speculative")
     found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
     found += _resource_problems(spec.engine.resources)
+    if SCHEDULE_KEY in spec.speculative.extra:
+        found.append(Problem(f"spec.speculative.extra.{SCHEDULE_KEY}",
+                             "set spec.speculative.schedule instead: specpilot checks it against N and caps it "
+                             "for canaries started at a lower N"))
+    found += _candidate_problems(spec)
     if spec.tuning.candidates:
         for value, count in Counter(spec.tuning.candidates).items():
             if count > 1:
@@ -74,6 +83,16 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
         if count > 1:
             found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
     return found
+
+
+def _candidate_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    method, block = spec.speculative.method, spec.speculative.block_size
+    limit = max_n(method, block)
+    block_note = f" at blockSize {block or METHODS[method].default_block_size}" \
+        if METHODS[method].block_bound is not None else ""
+    return [Problem(f"spec.tuning.candidates[{i}]",
+                    f"{c} is above {method}'s limit{block_note}: allowed 0..{limit} (0 turns speculation off)")
+            for i, c in enumerate(spec.tuning.candidates or ()) if c > limit]
 
 
 def _resource_problems(resources: dict[str, Any]) -> list[Problem]:
