@@ -12,6 +12,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.render.commands",
     "specpilot.observability.commands",
     "specpilot.load.command",
+    "specpilot.controller.commands",
+    "specpilot.sandbox.commands",
 )
 
 

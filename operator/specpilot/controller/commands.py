@@ -1,0 +1,46 @@
+"""`specpilot run`: start the operator against the cluster of a kubeconfig or the one it runs in."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from specpilot.controller.operator import OperatorOptions, run_operator
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the operator (Kopf) against a cluster",
+                       description="Run the specpilot operator. Uses in-cluster config inside a pod, else the "
+                                   "kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config).")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[], metavar="NS",
+                   help="watch this namespace (repeat for several; globs like 'team-*' work); default: all")
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (the default)")
+    p.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics (default 8080)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address /metrics binds (default 0.0.0.0)")
+    p.add_argument("--lease-name", default="specpilot-operator", help="leader election Lease name")
+    p.add_argument("--lease-namespace", help="Lease namespace (default: the pod's namespace, else default)")
+    p.add_argument("--lease-duration", type=int, default=15, metavar="SECONDS",
+                   help="how long a silent leader keeps the Lease before a standby takes over")
+    p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease")
+    p.add_argument("--identity", default="", help="this replica's name in the Lease (default: host + random)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        # Kopf logs every handler run at INFO; the reconciler logs what changed.
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+    if args.all_namespaces and args.namespaces:
+        raise SystemExit("specpilot run: --all-namespaces and --namespace are exclusive")
+    opts = OperatorOptions(kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
+                           metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                           lease_name=args.lease_name, lease_namespace=args.lease_namespace,
+                           lease_duration_s=args.lease_duration, identity=args.identity,
+                           leader_election=not args.no_leader_election)
+    return asyncio.run(run_operator(opts))

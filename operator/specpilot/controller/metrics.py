@@ -1,0 +1,44 @@
+"""The operator's Prometheus metrics (names from metric_names) and the HTTP endpoint serving them."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from specpilot.controller import metric_names as m
+
+NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
+
+
+class OperatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.reconciles = Counter(m.RECONCILES, "Reconciles of SpeculativeDeployments by result.",
+                                  [NS, DEP, m.LABEL_RESULT], registry=r)
+        self.errors = Counter(m.RECONCILE_ERRORS, "Reconciles that failed, by reason.",
+                              [NS, DEP, m.LABEL_REASON], registry=r)
+        self.duration = Histogram(m.RECONCILE_DURATION, "Wall time of one reconcile.", registry=r,
+                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self.managed = Gauge(m.MANAGED_OBJECTS, "SpeculativeDeployments managed and the children they own.",
+                             [m.LABEL_KIND], registry=r)
+        self.n = Gauge(m.NUM_SPECULATIVE_TOKENS, "N each track's Deployment runs.", [NS, DEP, m.LABEL_TRACK],
+                       registry=r)
+        self.invalid = Gauge(m.SPEC_INVALID, "1 while the spec fails validation.", [NS, DEP], registry=r)
+        self.ready = Gauge(m.READY_REPLICAS, "Ready stable replicas.", [NS, DEP], registry=r)
+        self.leader = Gauge(m.LEADER, "1 on the replica holding the leader Lease.", registry=r)
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> None:
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop the per-object series of a deleted SpeculativeDeployment."""
+        for gauge in (self.invalid, self.ready):
+            try:
+                gauge.remove(namespace, name)
+            except KeyError:
+                pass
+        for track in ("stable", "canary"):
+            try:
+                self.n.remove(namespace, name, track)
+            except KeyError:
+                pass

@@ -1,0 +1,123 @@
+"""`specpilot run`: the operator process. Waits for the leader Lease, then runs Kopf until stopped or
+until the Lease is lost (then it exits, so the Pod restarts as a standby: client-go does the same)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+import kopf
+
+from specpilot.controller.events import EventRecorder
+from specpilot.controller.handlers import Scheduler, register
+from specpilot.controller.kube import Kube, load_api_client
+from specpilot.controller.leader import LeaderLost, LeaseElector
+from specpilot.controller.metrics import OperatorMetrics
+from specpilot.controller.reconcile import Reconciler
+
+log = logging.getLogger(__name__)
+
+FINALIZER = "specpilot.io/finalizer"
+
+
+@dataclass
+class OperatorOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: list[str] = field(default_factory=list)   # empty: all namespaces
+    metrics_port: int = 8080
+    metrics_host: str = "0.0.0.0"
+    lease_name: str = "specpilot-operator"
+    lease_namespace: str | None = None
+    lease_duration_s: int = 15
+    identity: str = ""
+    leader_election: bool = True
+
+
+def _identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+def _lease_namespace(opts: OperatorOptions, default: str) -> str:
+    if opts.lease_namespace:
+        return opts.lease_namespace
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return os.environ.get("POD_NAMESPACE") or default
+
+
+def _connection(kube: Kube) -> kopf.ConnectionInfo:
+    """Kopf connects with exactly the credentials the kubernetes client loaded: one source of truth."""
+    cfg = kube.api.configuration
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme = None
+    if token and " " in token:
+        scheme, token = token.split(" ", 1)
+    return kopf.ConnectionInfo(server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+                               scheme=scheme or ("Bearer" if token else None), token=token,
+                               certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+                               default_namespace="default")
+
+
+def _configure(settings: kopf.OperatorSettings) -> None:
+    settings.peering.standalone = True  # leadership comes from the Lease, see leader.py
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="specpilot.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="specpilot.io", key="last-handled-configuration")
+    # Kopf would post an Event for every handler run; the reconciler posts the ones that say something.
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+
+
+async def run_operator(opts: OperatorOptions) -> int:
+    api_client = load_api_client(opts.kubeconfig, opts.context)
+    kube = Kube(api_client)
+    identity = opts.identity or _identity()
+    metrics = OperatorMetrics()
+    metrics.serve(opts.metrics_port, opts.metrics_host)
+    metrics.leader.set(0)
+    elector = None
+    if opts.leader_election:
+        elector = LeaseElector(kube, _lease_namespace(opts, "default"), opts.lease_name, identity,
+                               opts.lease_duration_s, max(1.0, opts.lease_duration_s / 3))
+        await elector.acquire()
+    metrics.leader.set(1)
+    registry = kopf.OperatorRegistry()
+    scheduler = Scheduler(Reconciler(kube, metrics, EventRecorder(kube, identity)), metrics)
+    register(registry, scheduler, _configure)
+
+    @kopf.on.login(registry=registry)
+    def _login(**_: object) -> kopf.ConnectionInfo:
+        return _connection(kube)
+
+    stop = asyncio.Event()
+    operator = asyncio.create_task(kopf.operator(
+        registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces,
+        stop_flag=stop))
+    waiters: set[asyncio.Task[None]] = {operator}
+    holder = asyncio.create_task(elector.hold()) if elector else None
+    if holder:
+        waiters.add(holder)
+    code = 0
+    try:
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if holder in done and isinstance(holder.exception(), LeaderLost):
+            log.error("%s; stopping so that only the new leader acts", holder.exception())
+            code = 1
+    finally:
+        stop.set()
+        if holder:
+            holder.cancel()
+        await asyncio.gather(operator, return_exceptions=True)
+        metrics.leader.set(0)
+        if elector and code == 0:
+            await asyncio.to_thread(elector.release)
+    return code

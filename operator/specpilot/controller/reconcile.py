@@ -1,0 +1,160 @@
+"""One level-based reconcile of a SpeculativeDeployment: desired children from render/, applied and
+pruned; status from what the children report. Synchronous: the async side runs it in a thread."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from specpilot import render
+from specpilot.api.models import API_VERSION, PLURAL, SpeculativeDeployment
+from specpilot.api.validate import InvalidSpeculativeDeployment, load
+from specpilot.controller import metric_names as m
+from specpilot.controller import status as st
+from specpilot.controller.events import EventRecorder
+from specpilot.controller.kube import Kube, collection_path
+from specpilot.controller.metrics import OperatorMetrics
+from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
+
+log = logging.getLogger(__name__)
+
+PAUSED_ANNOTATION = "specpilot.io/paused"
+# Kinds the controller owns, as (apiVersion, kind, plural); listed to find children to prune.
+CHILD_KINDS = (("v1", "ConfigMap", "configmaps"), ("apps/v1", "Deployment", "deployments"),
+               ("v1", "Service", "services"))
+
+
+@dataclass(frozen=True)
+class TrackPlan:
+    """The N each track should run. The tuning loop decides it through status.tuning (stableN, canaryN);
+    without tuning, stable runs spec N and there is no canary."""
+
+    stable_n: int | None
+    canary_n: int | None
+
+
+def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
+    tuning = status.get("tuning") or {}
+    if not sd.spec.tuning.enabled:
+        return TrackPlan(None, None)
+    return TrackPlan(tuning.get("stableN"), tuning.get("canaryN"))
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the operator sets on a child. Other controllers change status and annotations (revision
+    numbers) all the time; that is no reason to report a child as changed."""
+    meta = obj["metadata"]
+    return {"labels": meta.get("labels"), "owners": meta.get("ownerReferences"),
+            **{k: v for k, v in obj.items() if k not in ("metadata", "status")}}
+
+
+def sd_path(namespace: str, name: str) -> str:
+    return collection_path(API_VERSION, PLURAL, namespace) + f"/{name}"
+
+
+class Reconciler:
+    def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder) -> None:
+        self.kube, self.metrics, self.events = kube, metrics, events
+
+    def reconcile(self, namespace: str, name: str) -> str | None:
+        """Reconcile the object as it is now; returns the metric result, None when it is gone."""
+        obj = self.kube.get(sd_path(namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        started = time.monotonic()
+        try:
+            result = self._reconcile(obj)
+        except Exception as exc:
+            self.metrics.reconciles.labels(namespace, name, m.RESULT_ERROR).inc()
+            self.metrics.errors.labels(namespace, name, type(exc).__name__).inc()
+            raise
+        finally:
+            self.metrics.duration.observe(time.monotonic() - started)
+        self.metrics.reconciles.labels(namespace, name, result).inc()
+        if result != m.RESULT_UNCHANGED:
+            log.info("reconciled %s/%s: %s", namespace, name, result)
+        return result
+
+    def _reconcile(self, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        ns, name, generation = meta["namespace"], meta["name"], meta.get("generation", 1)
+        old_status = obj.get("status") or {}
+        path = sd_path(ns, name)
+        if (meta.get("annotations") or {}).get(PAUSED_ANNOTATION) == "true":
+            self._write_status(obj, path, old_status, st.paused_status(old_status, generation))
+            return m.RESULT_PAUSED
+        try:
+            sd = load(obj)
+        except InvalidSpeculativeDeployment as exc:
+            message = "; ".join(str(p) for p in exc.problems)
+            was = st.condition(old_status, st.SPEC_VALID) or {}
+            if was.get("status") != "False" or was.get("message") != message:
+                self.events.warning(obj, "InvalidSpec", message)
+            self._write_status(obj, path, old_status, st.invalid_status(old_status, generation, message))
+            self.metrics.invalid.labels(ns, name).set(1)
+            return m.RESULT_INVALID
+        self.metrics.invalid.labels(ns, name).set(0)
+        plan = plan_tracks(sd, old_status)
+        desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj))
+        existing = self._children(obj)
+        first = "observedGeneration" not in old_status
+        applied_any = False
+        live: dict[tuple[str, str], dict[str, Any]] = {}
+        for child in desired:
+            key = (child["kind"], child["metadata"]["name"])
+            before = existing.pop(key, None)
+            after = self.kube.apply(child)
+            live[key] = after
+            if before is None or _content(before) != _content(after):
+                applied_any = True
+                self._announce(obj, child, before, first, generation == old_status.get("observedGeneration"))
+        for (kind, child_name), child in existing.items():
+            self.kube.delete(child)
+            applied_any = True
+            self.events.normal(obj, "Deleted", f"deleted {kind} {child_name}: no longer rendered")
+        deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
+        rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
+        new_status = st.running_status(old_status, generation, sd.spec.speculative.method, rollout,
+                                       sd.spec.tuning.enabled)
+        self._write_status(obj, path, old_status, new_status)
+        self.metrics.ready.labels(ns, name).set(rollout.ready)
+        for track, n in (("stable", rollout.stable_n), ("canary", rollout.canary_n)):
+            if n is not None:
+                self.metrics.n.labels(ns, name, track).set(n)
+            else:
+                try:
+                    self.metrics.n.remove(ns, name, track)
+                except KeyError:
+                    pass
+        return m.RESULT_APPLIED if applied_any else m.RESULT_UNCHANGED
+
+    def _children(self, obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+        """This object's children as they are now, by (kind, name); owned by its uid, not just labelled."""
+        meta = obj["metadata"]
+        selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={meta['name']}"
+        out = {}
+        for api_version, kind, plural in CHILD_KINDS:
+            for child in self.kube.list(api_version, plural, meta["namespace"], selector):
+                if any(r.get("uid") == meta["uid"] for r in child["metadata"].get("ownerReferences") or []):
+                    child.setdefault("apiVersion", api_version)
+                    child.setdefault("kind", kind)
+                    out[(kind, child["metadata"]["name"])] = child
+        return out
+
+    def _announce(self, obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None,
+                  first: bool, same_generation: bool) -> None:
+        what = f"{child['kind']} {child['metadata']['name']}"
+        if before is None:
+            self.events.normal(obj, "Created" if first else "Restored",
+                               f"created {what}" if first else f"re-created {what}, which was missing")
+        elif same_generation:
+            self.events.normal(obj, "Reverted", f"reverted a change to {what} made outside the spec")
+        else:
+            self.events.normal(obj, "Updated", f"updated {what} for generation {obj['metadata'].get('generation')}")
+
+    def _write_status(self, obj: dict[str, Any], path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if st.changed(old, new):
+            self.kube.patch_status(obj, new, path)
+

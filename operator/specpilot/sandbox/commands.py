@@ -1,0 +1,78 @@
+"""`specpilot sandbox`: an emulated cluster on 127.0.0.1 with the CRD installed and the operator running."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from specpilot.sandbox.cluster import Sandbox
+
+DEFAULT_PORT = 16443
+DEFAULT_KUBECONFIG = Path(".specpilot") / "sandbox.kubeconfig"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sandbox", help="run an emulated Kubernetes API server with the operator",
+                       description="Start an emulated Kubernetes API server on 127.0.0.1 with pods that run "
+                                   "locally, install the SpeculativeDeployment CRD, run the operator, write a "
+                                   "kubeconfig and wait for Ctrl-C. See docs/sandbox.md.")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"API server port (default {DEFAULT_PORT}; 0 picks one)")
+    p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG,
+                   help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG})")
+    p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
+    p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
+    p.set_defaults(func=_run)
+
+
+async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "specpilot.cli", "run", "--kubeconfig", str(kubeconfig),
+        "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--lease-namespace", "kube-system")
+
+
+async def serve(args: argparse.Namespace) -> int:
+    sandbox = Sandbox()
+    url = await sandbox.start(args.port)
+    kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
+    operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
+    print(f"specpilot sandbox: API server at {url}\n"
+          f"  export KUBECONFIG={kubeconfig}\n"
+          f"  kubectl apply -f deploy/examples/      # SpeculativeDeployments\n"
+          f"  kubectl get sd,deploy,pods             # children appear; pods run on 127.x.y.z\n"
+          f"  kubectl explain speculativedeployment.spec\n" +
+          ("" if operator is None else f"  operator metrics: http://127.0.0.1:{args.metrics_port}/metrics\n") +
+          "Ctrl-C stops everything.", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    waits = [asyncio.create_task(stop.wait())]
+    if operator is not None:
+        waits.append(asyncio.create_task(operator.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if operator is not None:
+        if operator.returncode is not None:
+            print(f"specpilot sandbox: the operator exited with {operator.returncode}", file=sys.stderr)
+            code = 1
+        else:
+            operator.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(operator.wait(), 15)
+            except TimeoutError:
+                operator.kill()
+    for task in waits:
+        task.cancel()
+    await sandbox.stop()
+    with contextlib.suppress(OSError):
+        os.unlink(kubeconfig)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    return asyncio.run(serve(args))
