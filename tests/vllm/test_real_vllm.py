@@ -1,0 +1,218 @@
+"""Real vLLM (CPU build) with speculative decoding, launched through `specpilot-runtime serve`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from specpilot_runtime import vllm_metrics as vm
+from specpilot_runtime.speculative import VLLM_SPECULATIVE_KEYS
+
+from realvllm import Server, TinyModels, VllmVenv, run_in_vllm_venv
+
+ENGINE_ARGS = ["--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "8"]
+# Repetition gives ngram lookups something to match; the tiny random model also loops on its own.
+PROMPTS = [
+    "ka lo mi ka lo mi ka lo mi ka lo mi ka lo",
+    "for x in y : print x for x in y : print x for x in y :",
+    "the ser of the ser of the ser of the ser of the",
+    "def ta ( x ) : return x + 1 def ta ( x ) : return x + 1 def",
+    "ru ta shi po ve ru ta shi po ve ru ta shi",
+    "a b c a b c a b c a b c a b c a",
+]
+
+
+def complete_all(server: Server, max_tokens: int = 48) -> list[dict[str, Any]]:
+    def one(prompt: str) -> dict[str, Any]:
+        r = httpx.post(f"{server.url}/v1/completions", timeout=120, json={
+            "model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return list(pool.map(one, PROMPTS))
+
+
+def scrape(server: Server) -> vm.Snapshot:
+    r = httpx.get(f"{server.url}/metrics", timeout=10)
+    assert r.status_code == 200
+    return vm.parse(r.text, scrape_time=time.time())
+
+
+def assert_speculation_counted(snap: vm.Snapshot, n: int) -> None:
+    assert snap.drafts > 0, "no drafts counted"
+    assert len(snap.accepted_per_pos) == n, f"positions {snap.accepted_per_pos} for N={n}"
+    s = vm.survival(snap)
+    assert all(a >= b for a, b in zip(s, s[1:])), f"survival increases with position: {s}"
+    mal = vm.mean_acceptance_length(snap)
+    assert mal is not None and 1 < mal <= n + 1, f"mean acceptance length {mal} outside (1, {n + 1}]"
+    assert snap.accepted_tokens == sum(snap.accepted_per_pos)
+    # The plugin's counter, delivered next to vLLM's own.
+    assert snap.drafted_per_pos is not None, "drafted-per-position counter missing from /metrics"
+    assert len(snap.drafted_per_pos) == n
+    assert all(d >= a for d, a in zip(snap.drafted_per_pos, snap.accepted_per_pos)), \
+        f"drafted {snap.drafted_per_pos} below accepted {snap.accepted_per_pos}"
+    # Every draft has a first token, and the positions add up to vLLM's own draft-token count.
+    assert snap.drafted_per_pos[0] == snap.drafts
+    assert sum(snap.drafted_per_pos) == snap.draft_tokens
+
+
+def exercise(server: Server, n: int) -> tuple[vm.Snapshot, vm.Snapshot]:
+    """Two rounds of requests; asserts on the cumulative snapshot and on the window between them."""
+    assert httpx.get(f"{server.url}/health", timeout=5).status_code == 200
+    for out in complete_all(server):
+        assert out["choices"][0]["text"], "empty completion"
+        assert out["usage"]["completion_tokens"] == 48
+    first = scrape(server)
+    assert_speculation_counted(first, n)
+    complete_all(server)
+    second = scrape(server)
+    window = vm.delta(first, second)
+    assert not window.reset
+    assert_speculation_counted(window, n)
+    assert window.generation_tokens == 48 * len(PROMPTS)
+    print(f"{server.model}: {second.drafts:.0f} drafts, survival "
+          f"{[round(x, 3) for x in vm.survival(second)]}, mean acceptance length "
+          f"{vm.mean_acceptance_length(second):.3f}, accepted/drafted per position "
+          f"{[None if x is None else round(x, 3) for x in vm.position_acceptance(second) or ()]}")
+    return second, window
+
+
+def stop_cleanly(server: Server) -> None:
+    code, took = server.stop()
+    assert code == 0, f"vLLM exited with {code} after SIGTERM:\n{server.log_tail()}"
+    assert took < 25, f"shutdown took {took:.1f} s"
+
+
+def test_ngram_n3(serve: Any, tiny_models: TinyModels) -> None:
+    server = serve({
+        "model": str(tiny_models.target), "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS,
+        "speculative": {"method": "ngram", "num_speculative_tokens": 3,
+                        "extra": {"prompt_lookup_min": 2, "prompt_lookup_max": 4}},
+    }, "tiny-ngram")
+    total, _ = exercise(server, 3)
+    # ngram drafts stop where the lookup runs out: later positions are drafted less often, which is
+    # exactly what the plugin's counter is for.
+    assert total.drafted_per_pos is not None
+    assert list(total.drafted_per_pos) == sorted(total.drafted_per_pos, reverse=True)
+    stop_cleanly(server)
+
+
+def test_draft_model_n4_noisy_draft(serve: Any, tiny_models: TinyModels) -> None:
+    server = serve({
+        "model": str(tiny_models.target), "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS,
+        "speculative": {"method": "draft_model", "model": str(tiny_models.draft), "num_speculative_tokens": 4},
+    }, "tiny-draft")
+    total, _ = exercise(server, 4)
+    # A draft model always drafts all N tokens; the noisy copy agrees often but not always.
+    assert total.drafted_per_pos == (total.drafts,) * 4
+    rate = vm.acceptance_rate(total)
+    assert rate is not None and 0.1 < rate < 0.99, f"acceptance rate {rate} of a 5%-noise draft"
+    stop_cleanly(server)
+
+
+def test_runtime_overhead_before_vllm_under_1s(vllm_venv: VllmVenv, vllm_env: dict[str, str],
+                                               tiny_models: TinyModels, workdir: Any) -> None:
+    """Everything serve does before it execs vLLM (interpreter start, imports, validation, checkpoint
+    reads, argv) is what --dry-run does; time it end to end."""
+    config = workdir / "overhead.engine.json"
+    config.write_text(json.dumps({
+        "model": str(tiny_models.target), "accelerator": {"vendor": "cpu"},
+        "speculative": {"method": "draft_model", "model": str(tiny_models.draft), "num_speculative_tokens": 4}}))
+    times = []
+    for _ in range(3):
+        start = time.monotonic()
+        subprocess.run([str(vllm_venv.runtime), "serve", "--config", str(config), "--dry-run"],
+                       check=True, env=vllm_env, capture_output=True)
+        times.append(time.monotonic() - start)
+    print(f"runtime overhead before vLLM starts: {min(times):.3f} s (best of 3)")
+    assert min(times) < 1.0
+
+
+def _engine(model: str, speculative: dict[str, Any]) -> dict[str, Any]:
+    return {"model": model, "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS, "speculative": speculative}
+
+
+def our_configs(models: TinyModels) -> dict[str, dict[str, Any]]:
+    """Every shape of speculative config specpilot renders for methods that need no GPU or download."""
+    target, draft = str(models.target), str(models.draft)
+    schedule = [[1, 4, 4], [5, 16, 2], [17, 256, 0]]
+    cases = {
+        "off": {"method": "off"},
+        "ngram-n1": {"method": "ngram", "num_speculative_tokens": 1},
+        "ngram-n3-lookup": {"method": "ngram", "num_speculative_tokens": 3,
+                            "extra": {"prompt_lookup_min": 2, "prompt_lookup_max": 4}},
+        "ngram-n4-lookup-max-only": {"method": "ngram", "num_speculative_tokens": 4,
+                                     "extra": {"prompt_lookup_max": 3}},
+        "ngram-n4-schedule": {"method": "ngram", "num_speculative_tokens": 4,
+                              "num_speculative_tokens_per_batch_size": schedule},
+        "draft-n1": {"method": "draft_model", "model": draft, "num_speculative_tokens": 1},
+        "draft-n4": {"method": "draft_model", "model": draft, "num_speculative_tokens": 4},
+        "draft-n4-schedule": {"method": "draft_model", "model": draft, "num_speculative_tokens": 4,
+                              "num_speculative_tokens_per_batch_size": schedule},
+        "draft-n4-synthetic": {"method": "draft_model", "model": draft, "num_speculative_tokens": 4,
+                               "extra": {"rejection_sample_method": "synthetic",
+                                         "synthetic_acceptance_rates": [0.8, 0.6, 0.4, 0.2]}},
+        "draft-n3-probabilistic-tp1": {"method": "draft_model", "model": draft, "num_speculative_tokens": 3,
+                                       "extra": {"draft_sample_method": "probabilistic",
+                                                 "draft_tensor_parallel_size": 1}},
+        "draft-n8": {"method": "draft_model", "model": draft, "num_speculative_tokens": 8},
+    }
+    return {name: _engine(target, spec) for name, spec in cases.items()}
+
+
+def test_vllm_accepts_every_config_we_render(vllm_venv: VllmVenv, vllm_env: dict[str, str],
+                                            tiny_models: TinyModels) -> None:
+    from specpilot_runtime.engine_config import EngineConfig
+
+    configs = our_configs(tiny_models)
+    for name, engine in configs.items():
+        assert EngineConfig.model_validate(engine).problems() == [], name
+    # One config both sides must refuse: a key from the docs that vLLM does not have.
+    refused = _engine(str(tiny_models.target), {"method": "ngram", "num_speculative_tokens": 3,
+                                                "extra": {"enable_adaptive_k": True}})
+    assert EngineConfig.model_validate(refused).problems()
+    cases = [{"name": n, "engine": e} for n, e in configs.items()] + [{"name": "refused", "engine": refused}]
+    verdicts = {v["name"]: v for v in json.loads(
+        run_in_vllm_venv(vllm_venv, vllm_env, "vllm_accepts.py", json.dumps(cases)).splitlines()[-1])}
+    for name, engine in configs.items():
+        v = verdicts[name]
+        assert v["ok"], f"vLLM refused {name}: {v['error']}"
+        spec = engine["speculative"]
+        if spec["method"] == "off":
+            assert v["method"] is None
+            continue
+        assert v["vllm_class"] == "vllm.config.speculative.SpeculativeConfig"
+        assert (v["method"], v["num_speculative_tokens"]) == (spec["method"], spec["num_speculative_tokens"])
+        schedule = spec.get("num_speculative_tokens_per_batch_size")
+        assert v["schedule"] == schedule, f"{name}: vLLM read schedule {v['schedule']}"
+    assert not verdicts["refused"]["ok"]
+    assert "enable_adaptive_k" in verdicts["refused"]["error"]
+
+
+# Keys speculative.py knows from vLLM 0.33 that the 0.32 CPU build does not have yet.
+NEWER_THAN_032 = {"disable_lookahead_block_hashes", "draft_lm_head_quantization", "fly_entropy_threshold",
+                  "fly_entropy_top_k", "fly_window_size", "xpress_topc"}
+# Fields of vLLM's class that are not user keys: vLLM fills them, or refuses them with a pointer.
+NOT_USER_KEYS = {"draft_model_config", "draft_parallel_config", "target_model_config",
+                 "target_parallel_config", "tensor_parallel_size"}
+
+
+def test_speculative_keys_match_installed_vllm(vllm_venv: VllmVenv, vllm_env: dict[str, str]) -> None:
+    code = ("import dataclasses, json; from vllm.config import SpeculativeConfig as S; "
+            "print(json.dumps(sorted(f.name for f in dataclasses.fields(S) if f.init)))")
+    out = subprocess.run([str(vllm_venv.python), "-c", code], check=True, env=vllm_env,
+                         capture_output=True, text=True).stdout
+    installed = set(json.loads(out.splitlines()[-1])) - NOT_USER_KEYS
+    assert installed - VLLM_SPECULATIVE_KEYS == set(), "vLLM has keys speculative.py does not know"
+    assert VLLM_SPECULATIVE_KEYS - installed == NEWER_THAN_032
+
+
+pytestmark = pytest.mark.timeout(420)
