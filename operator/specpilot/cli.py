@@ -12,6 +12,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.render.commands",
     "specpilot.observability.commands",
     "specpilot.load.command",
+    "specpilot.bench.cli",
     "specpilot.controller.commands",
     "specpilot.sandbox.commands",
 )

@@ -1,0 +1,61 @@
+"""`specpilot bench tuner`: the tuner against its baselines on simulated deployments.
+
+The only file I/O of the benchmark (reading the profiles, writing --json / --markdown) happens here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .profile import ProfileError, parse_profiles
+from .report import markdown, run_all, table_rows
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    bench = subparsers.add_parser("bench", help="benchmarks")
+    sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+    p = sub.add_parser("tuner", help="simulate tuning N per profile and seed; compare with baselines",
+                       description="Simulate a deployment per profile and seed: the tuner (through the same "
+                                   "step() the controller uses) against default, sweep and hill-climb.")
+    p.add_argument("--profiles", required=True, type=Path, help="profile file (JSON)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per profile (default 5)")
+    p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
+    p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        profiles = parse_profiles(json.loads(args.profiles.read_text()))
+    except (OSError, json.JSONDecodeError, ProfileError) as e:
+        err.print(f"[red]error:[/red] {args.profiles}: {e}")
+        return 2
+    if args.seeds < 1:
+        err.print("[red]error:[/red] --seeds must be at least 1")
+        return 2
+    res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True))
+    header, rows = table_rows(res)
+    table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds")
+    for h in header:
+        table.add_column(h, justify="left" if h == "profile" else "right")
+    for i, r in enumerate(rows):
+        table.add_row(*r, end_section=i == len(rows) - 2)
+    out = Console(width=200)
+    out.print(table)
+    s = res.summary()
+    for name, v in s.items():
+        out.print(f"{name:>10}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
+                  f"{v['mean_canaries']:.2f} canaries, exploration cost {v['mean_exploration_cost_pct']:.2f}%, "
+                  f"worst promotion {v['worst_promotion_pct']:+.2f}%", highlight=False)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(res.to_json(), indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(res))
+    return 0

@@ -1,0 +1,125 @@
+"""A simulated deployment: per window, the counter deltas a scrape of the stable and canary tracks gives.
+
+Per window the load level B is drawn from the profile's concurrency weights (load moves slowly next to a
+window, so one window sits at one level); both tracks see it, since traffic splits by replica. Then, per
+track:
+- the step time is the profile's t(N, B) with log-normal noise of sd `noise` per window; 80% of its
+  variance is shared by both tracks (they serve the same traffic mix and context lengths in the same
+  window), 20% is the track's own (its subset of requests, its GPUs);
+- drafts = steps x B x pods; accepted tokens per position are nested binomials given the drafts
+  (A_1 ~ Bin(D, S_1), A_k ~ Bin(A_{k-1}, S_k / S_{k-1}));
+- the window's request mix scales every conditional acceptance by a shared log-normal factor, which is
+  what makes drafts of one window correlated (batch means, not binomial errors, are the right error);
+- TPOT sums and counts follow from finished requests of OUTPUT_TOKENS tokens.
+A canary serves nothing for `restart_s` after it is started. `served` keeps the true (noise-free) goodput
+of both tracks for the exploration cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specpilot.tuning.observations import Observations, TrackWindow
+from specpilot_runtime.vllm_metrics import Snapshot
+
+from .profile import Profile
+
+OUTPUT_TOKENS = 256
+ACCEPTANCE_JITTER = 0.02
+SHARED_NOISE_FRACTION = 0.8
+
+
+@dataclass
+class WindowCost:
+    """Noise-free goodput of one window, per pod, for the exploration cost."""
+
+    stable: float
+    canary: float | None  # None when no canary; 0 while it restarts
+
+
+@dataclass
+class Deployment:
+    profile: Profile
+    rng: np.random.Generator
+    stable_n: int
+    stable_pods: int = 3
+    canary_pods: int = 1
+    window_s: float = 300.0
+    restart_s: float = 240.0
+    canary_n: int | None = None
+    canary_ready_in: float = 0.0  # seconds of restart left
+    now: float = 0.0
+    costs: list[WindowCost] = field(default_factory=list)
+
+    @property
+    def canary_share(self) -> float:
+        return self.canary_pods / (self.canary_pods + self.stable_pods)
+
+    def start_canary(self, n: int) -> None:
+        self.canary_n = n
+        self.canary_ready_in = self.restart_s
+
+    def remove_canary(self) -> None:
+        self.canary_n = None
+
+    def promote(self, n: int) -> None:
+        # A rolling update with surge: the stable track keeps serving while it moves to N.
+        self.stable_n = n
+        self.canary_n = None
+
+    def _track(self, n: int, load: int, serve_s: float, pods: int, jitter: float,
+               shared: float) -> tuple[Snapshot, float]:
+        p = self.profile
+        own = self.rng.standard_normal()
+        eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
+        step_ms = p.step_time_ms[load][n] * math.exp(p.noise * eps)
+        steps = serve_s * 1000.0 / step_ms
+        seqs = int(round(steps * load * pods))
+        accepted: list[float] = []
+        if n > 0 and seqs > 0:
+            prev_s, prev_a = 1.0, seqs
+            for s in p.survival_at(n):
+                cond = min(1.0, (s / prev_s if prev_s > 0 else 0.0) * jitter)
+                a = int(self.rng.binomial(prev_a, cond))
+                accepted.append(float(a))
+                prev_s, prev_a = s, a
+        drafts = float(seqs) if n > 0 else 0.0
+        tokens = float(seqs) + sum(accepted)
+        per_step = tokens / seqs if seqs else 1.0
+        finished = tokens / OUTPUT_TOKENS
+        snap = Snapshot(drafts=drafts, draft_tokens=drafts * n, accepted_tokens=sum(accepted),
+                        accepted_per_pos=tuple(accepted), generation_tokens=tokens,
+                        tpot_sum=finished * step_ms / 1000.0 / per_step, tpot_count=finished,
+                        running=float(load * pods) if serve_s > 0 else 0.0, scrape_time=self.now)
+        return snap, p.goodput_at(n, load)
+
+    def window(self) -> Observations:
+        """Advance one window and return what the scrapes show."""
+        p = self.profile
+        levels = sorted(p.concurrency)
+        load = int(self.rng.choice(levels, p=[p.concurrency[b] for b in levels]))
+        jitter = math.exp(ACCEPTANCE_JITTER * self.rng.standard_normal())
+        shared = self.rng.standard_normal()
+        self.now += self.window_s
+        snap, g_stable = self._track(self.stable_n, load, self.window_s, self.stable_pods, jitter, shared)
+        stable = TrackWindow(self.stable_n, snap, self.stable_pods, self.stable_pods)
+        canary = None
+        g_canary: float | None = None
+        if self.canary_n is not None:
+            serve = max(0.0, self.window_s - self.canary_ready_in)
+            self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
+            ready = self.canary_pods if self.canary_ready_in == 0 else 0
+            snap_c, g = self._track(self.canary_n, load, serve, self.canary_pods, jitter, shared)
+            canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
+                                 ready, self.canary_pods)
+            g_canary = g * serve / self.window_s
+        self.costs.append(WindowCost(g_stable, g_canary))
+        return Observations(window_s=self.window_s, stable=stable, canary=canary)
+
+    def exploration_cost(self) -> float:
+        """Goodput lost to canaries (restarts, worse N) as a fraction of what the stable track served."""
+        lost = sum(self.canary_share * max(0.0, c.stable - c.canary) for c in self.costs if c.canary is not None)
+        return lost / max(sum(c.stable for c in self.costs), 1e-12)

@@ -1,0 +1,154 @@
+"""How N gets chosen in a simulated run: the tuner (through the controller's `step()` contract) and the
+baselines it is compared with. Every strategy gets the same deployment, limits and seed.
+
+- tuner: `specpilot.tuning.step` once per window, its actions applied to the deployment;
+- default: never tunes (the method's common N);
+- sweep: the article's manual method: every candidate in turn as a canary, keep the best measured;
+- hill-climb: from the default, step N up (or down) while the measured neighbour is better.
+Baselines measure what an operator without the tuner would: tokens per second per pod of canary against
+stable over the same windows, with all of the step-time noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specpilot.api.models import Canary, Tuning
+from specpilot.tuning import TunerState, step
+
+from .profile import Profile
+from .simulate import Deployment
+
+MAX_CANARIES = 8
+MAX_WINDOWS = 48
+BASELINE_WINDOWS = 2  # measured windows per candidate for sweep and hill-climb
+
+
+@dataclass
+class Run:
+    chosen_n: int
+    tried: list[int] = field(default_factory=list)
+    exploration_cost: float = 0.0
+    promotions: list[tuple[int, int]] = field(default_factory=list)  # (from N, to N)
+    schedule: dict | None = None  # the tuner's schedule-mode proposal at convergence
+
+
+def bench_tuning(profile: Profile) -> Tuning:
+    """The spec a user would write for this profile: defaults, candidates 0..max_n."""
+    return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)),
+                  canary=Canary(analysis_window="5m"), mode="schedule")
+
+
+def _deployment(profile: Profile, seed: int) -> Deployment:
+    return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n)
+
+
+def run_tuner(profile: Profile, seed: int) -> Run:
+    dep = _deployment(profile, seed)
+    tuning = bench_tuning(profile)
+    state = TunerState.new(profile.method, profile.default_n, now=dep.now)
+    tried: list[int] = []
+    promotions: list[tuple[int, int]] = []
+    for _ in range(MAX_WINDOWS):
+        obs = dep.window()
+        state, action = step(state, tuning, obs, dep.now)
+        if action.kind == "start_canary" and action.n is not None:
+            if len(tried) >= MAX_CANARIES:
+                break
+            tried.append(action.n)
+            dep.start_canary(action.n)
+        elif action.kind == "promote" and action.n is not None:
+            promotions.append((dep.stable_n, action.n))
+            dep.promote(action.n)
+        elif action.kind in ("rollback", "stop"):
+            dep.remove_canary()
+    return Run(state.stable_n, tried, dep.exploration_cost(), promotions, state.schedule)
+
+
+def _measure(dep: Deployment, n: int, windows: int) -> tuple[float, int] | None:
+    """Run a canary at N and return its mean measured throughput ratio to stable; None when out of windows."""
+    dep.start_canary(n)
+    used = 0
+    ratios: list[float] = []
+    while len(ratios) < windows:
+        if len(dep.costs) >= MAX_WINDOWS:
+            dep.remove_canary()
+            return None
+        obs = dep.window()
+        used += 1
+        c, s = obs.canary, obs.stable
+        # The restart window is partial; like the tuner, measure only full windows after it.
+        if c is None or c.ready_pods == 0 or used == 1:
+            continue
+        per_pod = lambda w: w.delta.generation_tokens / w.ready_pods  # noqa: E731 - tokens per pod
+        ratios.append(per_pod(c) / per_pod(s))
+    dep.remove_canary()
+    return float(np.mean(ratios)), used
+
+
+def run_default(profile: Profile, seed: int) -> Run:
+    dep = _deployment(profile, seed)
+    for _ in range(MAX_WINDOWS):
+        dep.window()
+    return Run(profile.default_n, [], dep.exploration_cost())
+
+
+def _finish(dep: Deployment) -> None:
+    while len(dep.costs) < MAX_WINDOWS:
+        dep.window()
+
+
+def run_sweep(profile: Profile, seed: int) -> Run:
+    """Every candidate, in order; the sweep is the article's method, so it is not held to 8 canaries."""
+    dep = _deployment(profile, seed)
+    best_n, best = profile.default_n, 1.0
+    tried: list[int] = []
+    for n in range(profile.max_n + 1):
+        if n == profile.default_n:
+            continue
+        m = _measure(dep, n, BASELINE_WINDOWS)
+        if m is None:
+            break
+        tried.append(n)
+        if m[0] > best:
+            best_n, best = n, m[0]
+    dep.promote(best_n)
+    _finish(dep)
+    promotions = [(profile.default_n, best_n)] if best_n != profile.default_n else []
+    return Run(best_n, tried, dep.exploration_cost(), promotions)
+
+
+def run_hill_climb(profile: Profile, seed: int) -> Run:
+    dep = _deployment(profile, seed)
+    n = profile.default_n
+    tried: list[int] = []
+    promotions: list[tuple[int, int]] = []
+    direction = 1
+    turned = False
+    while len(tried) < MAX_CANARIES:
+        nxt = n + direction
+        if not 0 <= nxt <= profile.max_n:
+            if turned:
+                break
+            direction, turned = -direction, True
+            continue
+        m = _measure(dep, nxt, BASELINE_WINDOWS)
+        if m is None:
+            break
+        tried.append(nxt)
+        if m[0] > 1.0:
+            promotions.append((n, nxt))
+            n = nxt
+            dep.promote(n)
+            turned = True  # found the slope: keep going this way only
+        elif turned:
+            break
+        else:
+            direction, turned = -direction, True
+    _finish(dep)
+    return Run(n, tried, dep.exploration_cost(), promotions)
+
+
+BASELINES = {"sweep": run_sweep, "default": run_default, "hill-climb": run_hill_climb}

@@ -1,0 +1,243 @@
+"""The tuner's state machine: one pure `step()` per analysis window.
+
+    state = TunerState.from_status(status.get("tuning"), method=..., stable_n=..., block_size=...)
+    state, action = step(state, spec.tuning, observations, now)
+    status["tuning"] = state.to_status()
+
+Phases: observing -> canary_starting -> analysing -> promoting | rolling_back -> observing ... -> converged;
+drift after convergence (and the cooldown) starts a new round in observing. `step` never mutates its
+input state and depends on nothing but its arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specpilot.api.models import Tuning, duration_seconds
+from specpilot_runtime.speculative import METHODS, Family, max_n
+
+from . import drift
+from .judge import health_problem, judge
+from .observations import Observations, WindowRecord, has_traffic, record
+from .planner import plan
+from .schedule import propose
+from .state import TunerState
+from .step_model import StepModel
+
+# Stable windows at the current N needed before the first plan of a round.
+OBSERVE_WINDOWS = 2
+# A round ends (action stop) when it has spent this many canaries or windows without converging.
+MAX_CANARIES_PER_ROUND = 8
+MAX_WINDOWS_PER_ROUND = 48
+# Default candidate ceiling when the spec lists none: the article's sweeps for sequential and
+# lookup drafters went to 7; parallel drafters are bounded by their block size instead.
+DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
+LOADS_KEPT = 48
+
+ACTIONS = ("hold", "start_canary", "keep_analysing", "promote", "rollback", "stop")
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the controller should do after this window.
+
+    hold: nothing changes. start_canary: create the canary track at `n`. keep_analysing: leave the canary
+    running. promote: roll the stable track to `n` and remove the canary. rollback: remove the canary.
+    stop: remove any canary and stop tuning this round (disabled, or the round's budget is spent).
+    """
+
+    kind: str
+    n: int | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "n": self.n, "reason": self.reason}
+
+
+def candidates(state: TunerState, tuning: Tuning) -> list[int]:
+    """N values the tuner may choose: the spec's list, else 0..the method's useful limit."""
+    limit = max_n(state.method, state.block_size)
+    if tuning.candidates:
+        return sorted({n for n in tuning.candidates if 0 <= n <= limit})
+    family = METHODS[state.method].family
+    return list(range(0, min(limit, DEFAULT_MAX_CANDIDATE.get(family, limit)) + 1))
+
+
+def _model(state: TunerState) -> StepModel:
+    return StepModel(METHODS[state.method].family, state.pairs)
+
+
+def _loads(state: TunerState) -> list[float]:
+    return [r.load for r in state.records if r.track == "stable"][-LOADS_KEPT:]
+
+
+def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
+    state.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
+               "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers})
+    return action
+
+
+def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
+    at_stable = [r for r in state.records if r.n == state.stable_n]
+    if len(at_stable) < OBSERVE_WINDOWS or not any(r.track == "stable" for r in state.records):
+        return Action("hold", state.stable_n, "observing the stable track")
+    if state.canaries_in_round >= MAX_CANARIES_PER_ROUND:
+        return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
+    stable_pods = obs.stable.desired_pods if obs.stable else 1
+    share = tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
+    p = plan(state.method, state.records, _model(state), candidates(state, tuning), state.stable_n,
+             _loads(state), tuning.objective, tuning.promotion_margin, share, exclude=state.tried)
+    if p.next_canary is None:
+        return _converge(state, tuning, now, f"no candidate worth a canary (best N={p.best_n})",
+                         numbers=p.to_json())
+    n = p.next_canary
+    state.canary_n = n
+    state.canaries_in_round += 1
+    state.tried.append(n)
+    state.enter("canary_starting", now)
+    return _decide(state, now, Action("start_canary", n, f"expected value {p.value[n]:.2%} over cost "
+                                                        f"{p.cost[n]:.2%}"), p.to_json())
+
+
+def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: bool = False,
+              numbers: dict[str, Any] | None = None) -> Action:
+    stable = [r for r in state.records if r.track == "stable" and r.n == state.stable_n]
+    state.reference = {**drift.reference(stable or state.records), "since_seq": float(state.seq)}
+    state.converged_at = now
+    numbers = dict(numbers or {})
+    if tuning.mode == "schedule":
+        proposal = propose(state.method, state.records, _model(state), candidates(state, tuning),
+                           _loads(state), tuning.objective)
+        state.schedule = proposal.to_json()
+        numbers["schedule"] = state.schedule
+    state.enter("converged", now)
+    return _decide(state, now, Action("stop" if stop else "hold", state.stable_n, reason), numbers)
+
+
+def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
+    c = obs.canary
+    if c is not None and c.n == state.canary_n and c.ready_pods >= c.desired_pods > 0:
+        # This window straddles the restart and warm-up; analysis starts with the next one.
+        state.analysis_from_seq = state.seq + 1
+        state.enter("analysing", now)
+        return Action("keep_analysing", state.canary_n, "canary ready")
+    if now - state.phase_since > duration_seconds(tuning.canary.progress_deadline):
+        return _rollback(state, now, "canary not ready within progressDeadline", {})
+    return Action("keep_analysing", state.canary_n, "waiting for the canary to be ready")
+
+
+def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
+    n = state.canary_n
+    state.canary_n = None
+    state.analysis_from_seq = None
+    state.enter("rolling_back", now)
+    return _decide(state, now, Action("rollback", n, reason), numbers)
+
+
+def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
+    problem = health_problem(obs.stable, obs.canary)
+    if problem:
+        return _rollback(state, now, problem, {})
+    since = state.analysis_from_seq or 0
+    window = [r for r in state.records if r.seq >= since]
+    stable = [r for r in window if r.track == "stable"]
+    canary = [r for r in window if r.track == "canary"]
+    model = _model(state)
+    loads = _loads(state)
+    v = judge(stable, canary, model, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
+              tuning.canary.windows)
+    numbers: dict[str, Any] = {"verdict": v.to_json(), "kappa": round(model.kappa_mean(), 4),
+                               "kappa_sd": round(model.kappa_sd(), 4)}
+    if v.decision == "continue":
+        return Action("keep_analysing", state.canary_n, v.reason)
+    if v.decision == "rollback":
+        return _rollback(state, now, v.reason, numbers)
+    c = state.canary_n
+    assert c is not None
+    # The canary is better. If what it revealed says another untried N is better still, use the canary
+    # as a probe: roll it back and let the planner go straight there (promoting c first would make that
+    # N compete against c with the margin, and the margin would hide the remaining gain).
+    share = tuning.canary.replicas / (tuning.canary.replicas + max(obs.stable.desired_pods, 1))
+    p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
+             tuning.objective, tuning.promotion_margin, share, exclude=state.tried)
+    numbers["plan"] = p.to_json()
+    if p.best_n not in state.tried and p.best_n != state.stable_n \
+            and p.gain[p.best_n] > p.gain[c] + tuning.promotion_margin / 2:
+        return _rollback(state, now, f"probe: N={p.best_n} expected {p.gain[p.best_n]:.1%} over stable, "
+                                     f"N={c} {p.gain[c]:.1%}", numbers)
+    state.stable_n = c
+    state.canary_n = None
+    state.analysis_from_seq = None
+    state.enter("promoting", now)
+    return _decide(state, now, Action("promote", c, v.reason), numbers)
+
+
+def _record_window(state: TunerState, obs: Observations) -> None:
+    state.seq += 1
+    state.windows_in_round += 1
+    recs: dict[str, WindowRecord] = {}
+    if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
+        recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s)
+    analysing = state.phase == "analysing" and state.analysis_from_seq is not None \
+        and state.seq >= state.analysis_from_seq
+    if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:
+        recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s)
+    for r in recs.values():
+        state.add_record(r)
+    s, c = recs.get("stable"), recs.get("canary")
+    if s and c and s.step_s and c.step_s:
+        load = (s.load + c.load) / 2
+        state.add_pair(_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
+
+
+def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tuple[TunerState, Action]:
+    """Advance the tuner by one window. Pure: returns a new state and the action for the controller."""
+    st = state.copy()
+    if not tuning.enabled:
+        st.canary_n = None
+        if st.phase != "converged":
+            st.enter("converged", now)
+        return st, Action("stop", st.stable_n, "tuning disabled")
+    _record_window(st, obs)
+    if st.phase == "converged":
+        return st, _converged(st, tuning, now)
+    if st.windows_in_round > MAX_WINDOWS_PER_ROUND:
+        st.canary_n = None
+        return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
+    if st.phase == "canary_starting":
+        return st, _canary_starting(st, tuning, obs, now)
+    if st.phase == "analysing":
+        return st, _analyse(st, tuning, obs, now)
+    if st.phase == "promoting":
+        s = obs.stable
+        if s is None or s.n != st.stable_n or s.ready_pods < s.desired_pods or obs.canary is not None:
+            return st, Action("hold", st.stable_n, "waiting for the stable track to roll")
+        st.enter("observing", now)
+    if st.phase == "rolling_back":
+        if obs.canary is not None and obs.canary.ready_pods > 0:
+            return st, Action("hold", None, "waiting for the canary to go")
+        st.enter("observing", now)
+    return st, _observe(st, tuning, obs, now)
+
+
+def _converged(state: TunerState, tuning: Tuning, now: float) -> Action:
+    ref = state.reference
+    if ref is None:
+        return Action("hold", state.stable_n, "converged")
+    since = int(ref.get("since_seq", 0))
+    recent = [r for r in state.records if r.track == "stable" and r.seq > since and r.n == state.stable_n]
+    reason = drift.detect(ref, recent)
+    cooled = state.converged_at is None or now - state.converged_at >= duration_seconds(tuning.cooldown)
+    if reason is None or not cooled:
+        return Action("hold", state.stable_n, reason or "converged")
+    # Acceptance or load moved: what was learnt about survival is stale; the step-time model is not.
+    keep = recent[-drift.ACCEPTANCE_WINDOWS:]
+    state.records = keep
+    state.round += 1
+    state.canaries_in_round = 0
+    state.windows_in_round = 0
+    state.tried = []
+    state.reference = None
+    state.enter("observing", now)
+    return _decide(state, now, Action("hold", state.stable_n, f"drift: {reason}"), {})

@@ -1,0 +1,88 @@
+"""Which N to canary next, if any: expected goodput against the value of information and canary cost.
+
+For each candidate c the planner asks: if a canary ran at c, how much goodput would the best N it reveals
+(c itself, and every N' < c for prefix-transfer drafters, see `transfer.py`) add over the stable N, counting
+only gains the judge could promote (above the margin)? That preposterior value is averaged over posterior
+samples of E[L_N] and of the step-time model. A canary costs the canary's share of traffic for the restart
+(it serves nothing) plus its expected loss while analysed; the gain accrues over a value horizon. The
+planner starts the canary with the largest value net of cost, or declares convergence when none is positive.
+A probe at a high N is thus preferred when it reveals a whole range at once, and speculation off (N = 0)
+is always a candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .goodput import goodput_samples
+from .observations import WindowRecord
+from .step_model import StepModel
+from .transfer import Draws, revealed_by, sample_lengths
+
+SAMPLES = 256
+# Windows a canary spends restarting (serving nothing) and, typically, being analysed.
+RESTART_WINDOWS = 1.0
+ANALYSIS_WINDOWS = 3.0
+# Windows over which a better N pays back; one round of tuning is judged against this horizon.
+VALUE_HORIZON_WINDOWS = 96.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's numbers (kept in the decision history) and its choice."""
+
+    stable_n: int
+    gain: dict[int, float]  # E[G(N)] / E[G(stable)] - 1 per candidate
+    value: dict[int, float]  # expected promotable gain revealed by a canary at N (relative)
+    cost: dict[int, float]  # expected cost of that canary (relative, over the horizon)
+    best_n: int  # highest expected goodput
+    next_canary: int | None
+
+    def to_json(self) -> dict:
+        r = lambda d: {str(k): round(v * 100, 3) for k, v in d.items()}  # noqa: E731 - percent, short
+        return {"stable_n": self.stable_n, "gain_pct": r(self.gain), "value_pct": r(self.value),
+                "cost_pct": r(self.cost), "best_n": self.best_n, "next_canary": self.next_canary}
+
+
+def posterior_goodput(method: str, records: Sequence[WindowRecord], model: StepModel,
+                      candidates: Sequence[int], loads: Sequence[float], objective: str,
+                      samples: int = SAMPLES) -> np.ndarray:
+    """(M, J) goodput samples for every candidate under the current knowledge."""
+    lengths = sample_lengths(method, records, candidates, Draws.make(samples))
+    return goodput_samples(model, candidates, lengths, model.kappa_samples(samples), loads, objective)
+
+
+def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
+         stable_n: int, loads: Sequence[float], objective: str, margin: float, canary_share: float,
+         exclude: Sequence[int] = ()) -> Plan:
+    """Score every candidate and pick the next canary (None: nothing is worth a canary)."""
+    cands = sorted(set(candidates) | {stable_n})
+    g = posterior_goodput(method, records, model, cands, loads, objective)
+    s = cands.index(stable_n)
+    base = g[:, s]
+    scale = float(base.mean())
+    mean = g.mean(axis=0)
+    gain = {n: float(mean[j] / scale - 1.0) for j, n in enumerate(cands)}
+    # Only a gain above the margin can be promoted, so smaller ones are worth nothing.
+    promotable = np.where(g > base[:, None] * (1.0 + margin), g - base[:, None], 0.0)
+    restart_cost = canary_share * RESTART_WINDOWS / VALUE_HORIZON_WINDOWS
+    value: dict[int, float] = {}
+    cost: dict[int, float] = {}
+    for j, c in enumerate(cands):
+        if c == stable_n or c in exclude or c not in candidates:
+            continue
+        idx = [cands.index(n) for n in revealed_by(method, c, cands, records) if n != stable_n]
+        # Promoting a revealed N other than c takes one more canary.
+        extra = np.array([0.0 if cands[i] == c else restart_cost * scale for i in idx])
+        best = (promotable[:, idx] - extra[None, :]).max(axis=1) if idx else np.zeros_like(base)
+        value[c] = float(np.maximum(best, 0.0).mean() / scale)
+        loss = float(np.maximum(base - g[:, j], 0.0).mean() / scale)
+        cost[c] = canary_share * (RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
+    net = {c: value[c] - cost[c] for c in value}
+    pick = max(net, key=lambda c: (net[c], -abs(c - stable_n)), default=None)
+    best_n = max(cands, key=lambda n: mean[cands.index(n)])
+    return Plan(stable_n, gain, value, cost, best_n,
+                pick if pick is not None and net[pick] > 0 else None)

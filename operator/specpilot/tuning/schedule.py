@@ -1,0 +1,62 @@
+"""Schedule mode: an N per batch-size range (vLLM's `num_speculative_tokens_per_batch_size`).
+
+The best N falls as load rises (FACTS §3), and vLLM can vary N below the started maximum per running batch
+size without a restart. From the posterior mean goodput at each observed load level this picks the best N
+per level, fixes the started N to the largest of them, splits the batch-size axis at the geometric midpoints
+between levels, and reports the schedule's goodput over the load mix against the best single N.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from .goodput import per_load_goodput
+from .observations import WindowRecord
+from .step_model import StepModel
+from .transfer import Draws, sample_lengths
+
+# Upper end of the last batch-size range: above any max_num_seqs a deployment would run.
+MAX_BATCH_SIZE = 4096
+SAMPLES = 256
+
+
+@dataclass(frozen=True)
+class ScheduleProposal:
+    num_speculative_tokens: int  # the started (maximum) N
+    entries: tuple[tuple[int, int, int], ...]  # (min batch size, max batch size, N)
+    best_single_n: int
+    gain: float  # schedule goodput / best single N's goodput - 1, over the observed load mix
+
+    def to_json(self) -> dict:
+        return {"num_speculative_tokens": self.num_speculative_tokens,
+                "num_speculative_tokens_per_batch_size": [list(e) for e in self.entries],
+                "best_single_n": self.best_single_n, "gain_pct": round(self.gain * 100, 3)}
+
+
+def propose(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
+            loads: Sequence[float], objective: str) -> ScheduleProposal:
+    """Per-load optima as a batch-size schedule, with its gain over the best single N."""
+    cands = sorted(set(candidates))
+    lengths = sample_lengths(method, records, cands, Draws.make(SAMPLES))
+    levels, weights, g = per_load_goodput(model, cands, lengths, model.kappa_samples(SAMPLES), loads)
+    if objective != "throughput":
+        g = g / levels[:, None]  # per-request speed: every load counts alike
+    best_per_level = [cands[int(row.argmax())] for row in g]
+    totals = weights @ g
+    j_single = int(totals.argmax())
+    sched_total = float(sum(w * g[i, cands.index(n)] for i, (w, n) in enumerate(zip(weights, best_per_level))))
+    bounds = [1]
+    for lo, hi in zip(levels[:-1], levels[1:]):
+        bounds.append(int(math.floor(math.sqrt(lo * hi))) + 1)
+    entries: list[tuple[int, int, int]] = []
+    for i, n in enumerate(best_per_level):
+        lo = bounds[i]
+        hi = bounds[i + 1] - 1 if i + 1 < len(bounds) else MAX_BATCH_SIZE
+        if entries and entries[-1][2] == n:
+            entries[-1] = (entries[-1][0], hi, n)
+        else:
+            entries.append((lo, hi, n))
+    return ScheduleProposal(max(best_per_level), tuple(entries), cands[j_single],
+                            sched_total / float(totals[j_single]) - 1.0)

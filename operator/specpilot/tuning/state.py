@@ -1,0 +1,95 @@
+"""The tuner's whole state as plain JSON: what `status.tuning` holds, so a restart resumes exactly.
+
+Everything the decisions depend on is here (phase, stable and canary N, the round's budget, the window
+records the survival curves are pooled from, the paired step times kappa is fitted to, the drift reference,
+the decision history); nothing is cached outside it. Lists are bounded so the status stays small.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from .observations import WindowRecord
+from .step_model import Pair
+
+STATE_VERSION = 1
+PHASES = ("observing", "canary_starting", "analysing", "promoting", "rolling_back", "converged")
+MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
+MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
+MAX_HISTORY = 50  # decisions kept in status.tuning.history
+
+
+@dataclass
+class TunerState:
+    method: str
+    stable_n: int
+    block_size: int | None = None
+    phase: str = "observing"
+    canary_n: int | None = None
+    round: int = 1
+    canaries_in_round: int = 0
+    windows_in_round: int = 0
+    tried: list[int] = field(default_factory=list)  # canaries of this round, in order
+    seq: int = 0  # windows seen, ever
+    phase_since: float = 0.0  # time the phase was entered
+    analysis_from_seq: int | None = None  # first window of the running canary's analysis
+    records: list[WindowRecord] = field(default_factory=list)  # current acceptance regime only
+    pairs: list[Pair] = field(default_factory=list)
+    reference: dict[str, float] | None = None  # stable's numbers at convergence, for drift
+    converged_at: float | None = None
+    schedule: dict[str, Any] | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, method: str, stable_n: int, block_size: int | None = None, now: float = 0.0) -> "TunerState":
+        return cls(method=method, stable_n=stable_n, block_size=block_size, phase_since=now)
+
+    @classmethod
+    def from_status(cls, status: dict[str, Any] | None, *, method: str, stable_n: int,
+                    block_size: int | None = None, now: float = 0.0) -> "TunerState":
+        """Resume from `status.tuning`; start fresh when it is empty or was for another method."""
+        if not status or status.get("version") != STATE_VERSION or status.get("method") != method:
+            return cls.new(method, stable_n, block_size, now)
+        s = status
+        return cls(
+            method=s["method"], stable_n=int(s["stableN"]), block_size=s.get("blockSize"),
+            phase=s["phase"], canary_n=s.get("canaryN"), round=int(s["round"]),
+            canaries_in_round=int(s["canariesInRound"]), windows_in_round=int(s["windowsInRound"]),
+            tried=[int(n) for n in s.get("tried", [])], seq=int(s["seq"]),
+            phase_since=float(s["phaseSince"]), analysis_from_seq=s.get("analysisFromSeq"),
+            records=[WindowRecord.from_json(r) for r in s.get("records", [])],
+            pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
+            reference=s.get("reference"), converged_at=s.get("convergedAt"),
+            schedule=s.get("schedule"), history=list(s.get("history", [])))
+
+    def to_status(self) -> dict[str, Any]:
+        """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
+        return {
+            "version": STATE_VERSION, "method": self.method, "stableN": self.stable_n,
+            "blockSize": self.block_size, "phase": self.phase, "canaryN": self.canary_n,
+            "round": self.round, "canariesInRound": self.canaries_in_round,
+            "windowsInRound": self.windows_in_round, "tried": list(self.tried), "seq": self.seq,
+            "phaseSince": self.phase_since, "analysisFromSeq": self.analysis_from_seq,
+            "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
+            "reference": self.reference, "convergedAt": self.converged_at,
+            "schedule": self.schedule, "history": copy.deepcopy(self.history),
+        }
+
+    def copy(self) -> "TunerState":
+        return copy.deepcopy(self)
+
+    def enter(self, phase: str, now: float) -> None:
+        assert phase in PHASES, phase
+        self.phase = phase
+        self.phase_since = now
+
+    def add_record(self, r: WindowRecord) -> None:
+        self.records = (self.records + [r])[-MAX_RECORDS:]
+
+    def add_pair(self, p: Pair) -> None:
+        self.pairs = (self.pairs + [p])[-MAX_PAIRS:]
+
+    def log(self, entry: dict[str, Any]) -> None:
+        self.history = (self.history + [entry])[-MAX_HISTORY:]

@@ -1,0 +1,135 @@
+"""What counters at one N say about E[L_N'] at another N', per drafter family (FACTS §3).
+
+- Prefix-transfer drafters (MTP, EAGLE, draft model, n-gram): the k-th draft token does not depend on N,
+  so windows at N give S_1..S_N exactly for every N' <= N. Above the deepest N observed only a bound is
+  known; the belief extrapolates the last conditional acceptance a_K = S_K / S_{K-1} (it tends to rise
+  with depth, so it is not extrapolated from a_1) with a spread, never above the S_K bound.
+- Parallel block drafters (DFlash, DSpark): a block of N masked positions is predicted at once, so S_k may
+  depend on N. Windows at exactly N' are used when present; otherwise the nearest observed N is borrowed
+  with a multiplicative uncertainty that grows with the distance.
+
+`sample_lengths` draws E[L_N] for every candidate under these beliefs; the planner and the judge reason
+over those draws. Randomness comes in only as the caller's standard-normal draws, so results are
+deterministic given the state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from specpilot_runtime.speculative import METHODS
+
+from .observations import WindowRecord
+from .survival import Survival, estimate
+
+# Spread of the extrapolated conditional acceptance beyond the deepest observed position.
+EXTRAPOLATION_SD = 0.08
+# Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
+BORROW_SD = 0.03
+# Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
+NO_DATA_S1 = (0.6, 0.2)
+NO_DATA_COND = (0.8, 0.1)
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Standard-normal draws: one row per posterior sample."""
+
+    level: np.ndarray  # (M,) shifts observed positions within their standard errors
+    cond: np.ndarray  # (M,) shifts the extrapolated conditional acceptance
+    borrow: np.ndarray  # (M,) shifts curves borrowed across N (parallel drafters)
+    s1: np.ndarray  # (M,) prior S_1 when nothing is observed
+
+    @classmethod
+    def make(cls, m: int, seed: int = 0) -> "Draws":
+        rng = np.random.default_rng(seed)
+        return cls(*(rng.standard_normal(m) for _ in range(4)))
+
+
+def prefix_transfers(method: str) -> bool:
+    return METHODS[method].prefix_transfers
+
+
+def known(method: str, records: Sequence[WindowRecord]) -> set[int]:
+    """N whose E[L] the records already measure (0 always: no drafts, E[L] = 1)."""
+    ns = {r.n for r in records if r.n > 0 and r.drafts > 0}
+    if prefix_transfers(method):
+        return set(range(0, max(ns, default=0) + 1))
+    return ns | {0}
+
+
+def revealed_by(method: str, n: int, candidates: Sequence[int], records: Sequence[WindowRecord]) -> list[int]:
+    """Candidates a canary at N would newly measure: N itself, plus every unmeasured N' < N for prefix
+    drafters (their k-th token does not depend on N)."""
+    if not prefix_transfers(method):
+        return [n]
+    seen = known(method, records)
+    return [c for c in candidates if c == n or (c < n and c not in seen)]
+
+
+def _curve_samples(surv: Survival, depth: int, d: Draws) -> np.ndarray:
+    """(M, depth) sampled S_1..S_depth from an observed curve, extrapolated past its depth."""
+    m = d.level.shape[0]
+    out = np.zeros((m, depth))
+    k_obs = min(surv.depth, depth)
+    if surv.depth == 0:
+        s_prev = np.clip(NO_DATA_S1[0] + NO_DATA_S1[1] * d.s1, 0.02, 0.98)
+        out[:, 0] = s_prev
+        cond = np.clip(NO_DATA_COND[0] + NO_DATA_COND[1] * d.cond, 0.05, 0.99)
+        for k in range(1, depth):
+            s_prev = s_prev * cond
+            out[:, k] = s_prev
+        return out
+    s = np.asarray(surv.s[:k_obs])
+    se = np.asarray(surv.se[:k_obs])
+    out[:, :k_obs] = np.clip(s[None, :] + se[None, :] * d.level[:, None], 0.0, 1.0)
+    if depth > k_obs:
+        full = np.asarray(surv.s)
+        k = surv.depth
+        # Mean of the last two conditional acceptances: one alone is noisy at small S.
+        conds = [full[i] / full[i - 1] for i in range(max(1, k - 2), k) if full[i - 1] > 0]
+        if not conds:
+            conds = [full[0]]
+        a = np.clip(np.mean(conds) + EXTRAPOLATION_SD * d.cond, 0.0, 1.0)
+        prev = out[:, k_obs - 1]
+        for j in range(k_obs, depth):
+            prev = prev * a
+            out[:, j] = prev
+    return out
+
+
+def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Sequence[int],
+                   d: Draws) -> np.ndarray:
+    """(M, len(candidates)) samples of E[L_N] for each candidate under the family's transfer rule."""
+    m = d.level.shape[0]
+    out = np.ones((m, len(candidates)))
+    if prefix_transfers(method):
+        surv = estimate(records)
+        depth = max(candidates)
+        if depth > 0:
+            cum = 1.0 + np.cumsum(_curve_samples(surv, depth, d), axis=1)
+            for j, n in enumerate(candidates):
+                if n > 0:
+                    out[:, j] = cum[:, n - 1]
+        return out
+    observed = sorted({r.n for r in records if r.n > 0 and r.drafts > 0})
+    for j, n in enumerate(candidates):
+        if n == 0:
+            continue
+        if n in observed:
+            out[:, j] = 1.0 + _curve_samples(estimate(records, exact_n=n), n, d).sum(axis=1)
+            continue
+        if not observed:
+            out[:, j] = 1.0 + _curve_samples(Survival((), (), ()), n, d).sum(axis=1)
+            continue
+        # Borrow from the nearest larger observed N (its prefix measures every position), else the
+        # nearest smaller one (extrapolated past its depth).
+        larger = [o for o in observed if o > n]
+        src = min(larger) if larger else max(observed)
+        curve = _curve_samples(estimate(records, exact_n=src), n, d)
+        spread = BORROW_SD * np.sqrt(abs(n - src) / src)
+        out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(spread * d.borrow)
+    return out
