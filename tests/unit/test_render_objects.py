@@ -125,6 +125,33 @@ def test_container_runs_the_runtime_with_probes_and_a_named_port() -> None:
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
 
 
+def test_pods_get_no_service_env_and_no_api_token() -> None:
+    pod = by_kind(render_track(sd()))["Deployment"]["spec"]["template"]["spec"]
+    assert pod["enableServiceLinks"] is False  # a Service named `vllm` would inject VLLM_PORT
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_scheduling_and_resources_pass_through_and_stay_valid() -> None:
+    obj = load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "q"},
+                "spec": {"model": "m", "accelerator": {"vendor": "nvidia", "count": 8},
+                         "speculative": {"method": "mtp", "numSpeculativeTokens": 2},
+                         "engine": {"resources": {"requests": {"cpu": "16", "memory": "128Gi"},
+                                                  "limits": {"memory": "256Gi"}},
+                                    "nodeSelector": {"gpu.product": "H200"},
+                                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                     "effect": "NoSchedule"}],
+                                    "modelCache": {"hostPath": "/data/hf", "mountPath": "/models"}}}})
+    deployment = by_kind(render_track(obj))["Deployment"]
+    kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+    pod = deployment["spec"]["template"]["spec"]
+    assert container(deployment)["resources"] == {"requests": {"cpu": "16", "memory": "128Gi"},
+                                                  "limits": {"memory": "256Gi", "nvidia.com/gpu": 8}}
+    assert pod["nodeSelector"] == {"gpu.product": "H200"}
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert {"name": "HF_HOME", "value": "/models"} in container(deployment)["env"]
+    assert obj.spec.engine.resources["limits"] == {"memory": "256Gi"}  # render does not mutate the spec
+
+
 def test_labels_selectors_and_names_per_track() -> None:
     obj = sd()
     stable = by_kind(render_track(obj, "stable"))

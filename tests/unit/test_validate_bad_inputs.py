@@ -160,3 +160,10 @@ def test_load_raises_with_every_problem_and_returns_the_defaulted_model() -> Non
     assert err.value.problems[0].path == "spec.speculative.draftModel"
     sd = load(good())
     assert sd.spec.tuning.canary.analysis_window == "5m"
+
+
+def test_status_written_by_the_operator_does_not_affect_validation() -> None:
+    obj = good()
+    obj["status"] = {"phase": "Running", "someFieldFromANewerOperator": 1}
+    assert validate_object(obj) == []
+    assert load(obj).status is None

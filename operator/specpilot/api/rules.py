@@ -33,6 +33,18 @@ def _block_methods() -> list[str]:
     return sorted(m for m, r in METHODS.items() if r.block_bound is not None)
 
 
+def _block_limit(method: str) -> str:
+    """A block method's N limit in words: "blockSize - 1", "blockSize"."""
+    bound = METHODS[method].block_bound or 0
+    return "blockSize" + (f" - {-bound}" if bound < 0 else f" + {bound}" if bound > 0 else "")
+
+
+def _limits_text() -> str:
+    """The per-method N limits in words, e.g. "blockSize - 1 for dflash, ..., 32 for other methods"."""
+    parts = [f"{_block_limit(name)} for {name}" for name in _block_methods()]
+    return ", ".join(parts) + f", {MAX_NUM_SPECULATIVE_TOKENS} for other methods; only 0 when method is off"
+
+
 def max_n_expression(spec: str) -> str:
     """CEL for speculative.max_n(method, blockSize), with `spec` the expression of the spec object."""
     method = f"{spec}.speculative.method"
@@ -105,18 +117,6 @@ def _engine_rules() -> list[Rule]:
          "message": f"args must not carry {', '.join(sorted(other_owned))}: specpilot sets them from "
                     "spec.model, spec.servedModelName and spec.accelerator"},
     ]
-
-
-def _block_limit(method: str) -> str:
-    """A block method's N limit in words: "blockSize - 1", "blockSize"."""
-    bound = METHODS[method].block_bound or 0
-    return "blockSize" + (f" - {-bound}" if bound < 0 else f" + {bound}" if bound > 0 else "")
-
-
-def _limits_text() -> str:
-    """The per-method N limits in words, e.g. "blockSize - 1 for dflash, ..., 32 for other methods"."""
-    parts = [f"{_block_limit(name)} for {name}" for name in _block_methods()]
-    return ", ".join(parts) + f", {MAX_NUM_SPECULATIVE_TOKENS} for other methods; only 0 when method is off"
 
 
 def _spec_rules() -> list[Rule]:

@@ -27,6 +27,8 @@ RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculati
                    "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args",
                    "spec.tuning.candidates")
 
+METHOD_PATH = "spec.speculative.method"
+
 # vLLM's batch-size schedule key: spec.speculative.schedule renders it.
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
@@ -117,10 +119,12 @@ def _covers(node: str, path: str) -> bool:
 
 def _removed_method_reason(problem: Problem, obj: dict[str, Any]) -> Problem:
     """Say why a removed method is refused rather than only listing the methods allowed."""
-    method = obj.get("spec", {}).get("speculative", {}).get("method") if isinstance(obj.get("spec"), dict) else None
-    if problem.path == "spec.speculative.method" and isinstance(method, str) and method in REMOVED_METHODS:
-        return Problem(problem.path, f"{method!r} is not supported: {REMOVED_METHODS[method]}")
-    return problem
+    if problem.path != METHOD_PATH:
+        return problem
+    # A problem at this path means spec and spec.speculative are objects.
+    method = obj["spec"]["speculative"].get("method")
+    reason = REMOVED_METHODS.get(method) if isinstance(method, str) else None
+    return Problem(problem.path, f"{method!r} is not supported: {reason}") if reason else problem
 
 
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
@@ -128,9 +132,14 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
 
 
 def validate_object(obj: Any) -> list[Problem]:
-    """Every problem with one SpeculativeDeployment object (a dict as read from YAML or the API)."""
+    """Every problem with one SpeculativeDeployment object (a dict as read from YAML or the API).
+
+    Checks apiVersion, kind, metadata.name and spec; status is the operator's, not the user's, so an
+    object read back from the cluster validates the same as the file it was applied from.
+    """
     if not isinstance(obj, dict):
         return [Problem("", f"must be a {KIND} object, got {type(obj).__name__}")]
+    obj = {k: v for k, v in obj.items() if k != "status"}
     found: list[Problem] = []
     if obj.get("apiVersion") != API_VERSION:
         found.append(Problem("apiVersion", f"{obj.get('apiVersion')!r} is not allowed, use {API_VERSION}"))
@@ -157,8 +166,12 @@ def validate_object(obj: Any) -> list[Problem]:
 
 
 def load(obj: dict[str, Any]) -> SpeculativeDeployment:
-    """Validate and parse; raises InvalidSpeculativeDeployment listing every problem."""
+    """Validate and parse spec and metadata (status stays None: read it from the object itself).
+
+    Raises InvalidSpeculativeDeployment listing every problem.
+    """
     problems = validate_object(obj)
     if problems:
         raise InvalidSpeculativeDeployment(problems)
-    return SpeculativeDeployment.model_validate(admission.defaulted(crd_schema(), obj))
+    spec_only = {k: v for k, v in obj.items() if k != "status"}
+    return SpeculativeDeployment.model_validate(admission.defaulted(crd_schema(), spec_only))

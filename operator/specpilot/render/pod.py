@@ -98,6 +98,10 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "readinessProbe": _probe(5, 3),
     }
     pod: dict[str, Any] = {
+        # A Service named like a vLLM setting (say `vllm`) would inject VLLM_PORT=tcp://... and break vLLM.
+        "enableServiceLinks": False,
+        # The runtime never talks to the Kubernetes API.
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "containers": [container],
         "volumes": volumes,
