@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
 
 from ..render.names import service_name
-from .endpoints import EndpointError, Endpoint, ServiceTargets, StaticTargets, Targets
+from .endpoints import Endpoint, EndpointError, ServiceTargets, StaticTargets, Targets
 from .prompts import bundled_tasks
 from .report import Summary, render, summarize
 from .runner import LoadConfig, run_load

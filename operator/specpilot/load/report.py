@@ -73,7 +73,7 @@ def summarize(results: list[RequestResult], elapsed_s: float) -> Summary:
 
 def render(summary: Summary, console: Console) -> None:
     table = Table(title=f"specpilot load: {summary.elapsed_s:.1f} s (latencies in ms)")
-    for col in ("target", "reqs", "share", "errors", "tokens", "tokens/s", "TPOT p50", "TPOT p99", "TTFT p50"):
+    for col in ("target", "reqs", "share", "errors", "tokens", "tok/s", "TPOT p50", "TPOT p99", "TTFT p50"):
         table.add_column(col, justify="left" if col == "target" else "right")
 
     def fmt(v: float | None) -> str:
