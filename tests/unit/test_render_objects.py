@@ -223,3 +223,17 @@ def test_render_command_canary_track_and_bad_n(capsys) -> None:
     assert [o["metadata"]["name"] for o in objects] == ["qwen3-8b-dflash-canary-engine", "qwen3-8b-dflash-canary"]
     assert main(["render", "-f", str(dflash), "--n", "16"]) == 1
     assert "allowed 1..15" in capsys.readouterr().err
+
+
+def test_render_command_refuses_invalid_objects_and_empty_input(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: specpilot.io/v1alpha1\nkind: SpeculativeDeployment\nmetadata: {name: b}\n"
+                   "spec: {model: m, speculative: {method: eagle3, numSpeculativeTokens: 3}}\n")
+    assert main(["render", "-f", str(bad)]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert f"{bad}: b: spec.speculative.draftModel: method eagle3 needs a draft model" in out.err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: llm}\n")
+    assert main(["render", "-f", str(empty)]) == 1
+    assert "no SpeculativeDeployment found" in capsys.readouterr().err

@@ -89,3 +89,9 @@ def test_examples_cover_every_method() -> None:
     assert {"mtp", "eagle3", "dflash", "dspark", "ngram", "off"} <= methods
     assert any("draftModel" in yaml.safe_load(e.read_text())["spec"]["speculative"]
                for e in EXAMPLES if "mtp" in e.stem)
+
+
+def test_a_document_that_is_not_an_object_is_a_problem(tmp_path, capsys) -> None:
+    path = _write(tmp_path, "list.yaml", "- a\n- b\n")
+    assert main(["validate", "-f", path]) == 1
+    assert capsys.readouterr().out == f"{path}: document 1: (object): must be a SpeculativeDeployment object, got list\n"

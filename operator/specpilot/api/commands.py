@@ -41,7 +41,7 @@ def _validate(args: argparse.Namespace) -> int:
                 continue
             checked += 1
             for p in validate_object(doc.obj):
-                print(f"{doc.file}: {doc.name}: {p}")
+                print(documents.problem_line(doc, p.path, p.message))
                 problems += 1
     if checked == 0 and problems == 0:
         print(f"no {KIND} found in {', '.join(args.filename)}", file=sys.stderr)

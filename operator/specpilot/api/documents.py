@@ -28,6 +28,11 @@ class Document:
         return f"document {self.index}"
 
 
+def problem_line(doc: Document, path: str, message: str) -> str:
+    """`FILE: NAME: field: message`, the one-line form every CLI command prints."""
+    return f"{doc.file}: {doc.name}: {path or '(object)'}: {message}"
+
+
 def read(path: str) -> Iterator[Document]:
     """Every non-empty document of one file; a file that cannot be read or parsed yields one error."""
     try:

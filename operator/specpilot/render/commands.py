@@ -45,12 +45,15 @@ def _render(args: argparse.Namespace) -> int:
                     objects.append(render_service(sd))
             except InvalidSpeculativeDeployment as err:
                 for p in err.problems:
-                    print(f"{doc.file}: {doc.name}: {p}", file=sys.stderr)
+                    print(documents.problem_line(doc, p.path, p.message), file=sys.stderr)
                 failed = True
             except ValueError as err:  # --n outside the method's limits
-                print(f"{doc.file}: {doc.name}: --n: {err}", file=sys.stderr)
+                print(documents.problem_line(doc, "--n", str(err)), file=sys.stderr)
                 failed = True
     if failed:
+        return 1
+    if not objects:
+        print(f"no {KIND} found in {', '.join(args.filename)}", file=sys.stderr)
         return 1
     sys.stdout.write(to_yaml(objects))
     return 0
