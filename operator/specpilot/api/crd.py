@@ -56,7 +56,7 @@ def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:
         if len(options) != 1:
             raise ValueError(f"cannot express a union in a structural schema: {options}")
         node = {**_resolve(options[0], defs), **node}
-    if node.get("default", 0) is None:  # Optional fields: absence means unset, no default
+    if "default" in node and node["default"] is None:  # Optional field: absent means unset
         del node["default"]
     return node
 
@@ -109,12 +109,9 @@ def _convert_object(node: Schema, defs: dict[str, Schema], path: str, out: Schem
         if required:
             out["required"] = [n for n in props if n in required]
     elif isinstance(extra, dict) and extra:
-        out["type"] = "object"
         out["additionalProperties"] = _convert(extra, defs, path + "{}")
     else:
-        # `dict[str, Any]` or `Any`: a free-form value the models pass through.
-        if "type" in out:
-            out["type"] = "object"
+        # `dict[str, Any]` (type object) or `Any` (no type): a free-form value the models pass through.
         out["x-kubernetes-preserve-unknown-fields"] = True
 
 
