@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from specpilot.sandbox import discovery, errors
+from specpilot.sandbox import discovery, errors, protobuf
 from specpilot.sandbox.errors import ApiError
 from specpilot.sandbox.resources import Registry, ResourceType
 from specpilot.sandbox.selectors import SelectorError
@@ -146,6 +146,11 @@ class ApiServer:
         raw = await request.read()
         if not raw:
             return {}
+        if "protobuf" in request.content_type:
+            try:
+                return protobuf.decode(raw)
+            except (ValueError, IndexError) as exc:
+                raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
         if "yaml" in request.content_type:
             return yaml.safe_load(raw)
         return json.loads(raw)

@@ -1,0 +1,167 @@
+"""Helpers of the cluster tier: a `specpilot sandbox` subprocess, real kubectl against it, and operator
+replicas (`specpilot run`) as subprocesses, exactly as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "deploy" / "examples"
+WAIT_S = 60.0
+
+
+def kubectl_binary() -> str:
+    local = REPO / ".tools" / "bin" / "kubectl"
+    found = str(local) if local.exists() else shutil.which("kubectl")
+    if not found:
+        pytest.skip("kubectl is not installed (make tools puts it in .tools/bin)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+    """Poll until `probe` returns something truthy; fail naming `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"gave up waiting for {what}; last seen: {last!r}")
+
+
+@dataclass
+class Operator:
+    identity: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no lease release, as when a node dies."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@dataclass
+class Cluster:
+    url: str
+    kubeconfig: Path
+    workdir: Path
+    proc: subprocess.Popen[bytes]
+    operators: list[Operator] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KUBECACHEDIR": str(self.workdir / "kcache")}
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([kubectl_binary(), *args], input=stdin, capture_output=True, text=True,
+                              env=self.env(), timeout=60)
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+        return done
+
+    def get(self, *args: str) -> dict[str, Any] | None:
+        """`kubectl get ... -o json`, None when it is not there."""
+        done = self.kubectl("get", *args, "-o", "json", check=False)
+        if done.returncode != 0:
+            if "NotFound" in done.stderr or "not found" in done.stderr:
+                return None
+            raise AssertionError(done.stderr)
+        return json.loads(done.stdout)
+
+    def items(self, *args: str) -> list[dict[str, Any]]:
+        got = self.get(*args)
+        return got["items"] if got else []
+
+    def apply(self, obj: dict[str, Any] | str, namespace: str) -> subprocess.CompletedProcess[str]:
+        text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
+        return self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)
+
+    def namespace(self, name: str) -> str:
+        self.kubectl("create", "namespace", name)
+        return name
+
+    def start_operator(self, identity: str, *extra: str, lease_duration: int = 4) -> Operator:
+        port = free_port()
+        log = self.workdir / f"operator-{identity}-{len(self.operators)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specpilot.cli", "run", "--kubeconfig", str(self.kubeconfig),
+             "--metrics-port", str(port), "--metrics-host", "127.0.0.1", "--identity", identity,
+             "--lease-namespace", "kube-system", "--lease-duration", str(lease_duration), *extra],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO)
+        op = Operator(identity, proc, log, port)
+        self.operators.append(op)
+        return op
+
+    def lease_holder(self) -> str | None:
+        lease = self.get("lease", "-n", "kube-system", "specpilot-operator")
+        return ((lease or {}).get("spec") or {}).get("holderIdentity")
+
+
+def start_cluster(workdir: Path) -> Cluster:
+    workdir.mkdir(parents=True, exist_ok=True)
+    kubeconfig = workdir / "kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specpilot.cli", "sandbox", "--port", "0", "--kubeconfig", str(kubeconfig),
+         "--no-operator"], stdout=subprocess.PIPE, stderr=(workdir / "sandbox.log").open("wb"), cwd=REPO)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    match = re.search(r"http://127\.0\.0\.1:\d+", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"sandbox did not start: {line!r} {(workdir / 'sandbox.log').read_text()}")
+    return Cluster(match.group(0), kubeconfig, workdir, proc)
+
+
+def stop_cluster(cluster: Cluster) -> None:
+    for op in cluster.operators:
+        op.stop()
+    cluster.proc.send_signal(signal.SIGINT)
+    try:
+        cluster.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        cluster.proc.kill()
+
+
+def example(name: str, **spec_changes: Any) -> dict[str, Any]:
+    obj = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    obj["spec"].update(spec_changes)
+    return obj

@@ -1,0 +1,98 @@
+"""Operator replicas and restarts: exactly one replica acts, and a restarted operator picks up where
+the last one stopped without duplicating anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster_kit import Cluster, example, wait_for
+
+
+def _ready_at(cluster: Cluster, ns: str, name: str, n: int) -> dict[str, Any] | None:
+    sd = cluster.get("sd", "-n", ns, name)
+    status = (sd or {}).get("status") or {}
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+    ok = ready and status.get("numSpeculativeTokens") == n and status.get("observedGeneration") == sd["metadata"]["generation"]
+    return sd if ok else None
+
+
+def _actors(cluster: Cluster, ns: str) -> set[str]:
+    """Which operator replicas posted Events in the namespace."""
+    return {e.get("reportingInstance") for e in cluster.items("events", "-n", ns)}
+
+
+def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(fresh_cluster: Cluster) -> None:
+    c = fresh_cluster
+    first = c.start_operator("replica-a")
+    wait_for("replica-a to lead", lambda: c.lease_holder() == "replica-a")
+    second = c.start_operator("replica-b")
+    wait_for("replica-b to stand by", lambda: "standing by" in second.logs())
+    assert "specpilot_operator_leader 0.0" in second.metrics()
+
+    ns = c.namespace("one")
+    obj = example("eagle3")
+    name = obj["metadata"]["name"]
+    c.apply(obj, ns)
+    n = obj["spec"]["speculative"]["numSpeculativeTokens"]
+    wait_for("Ready", lambda: _ready_at(c, ns, name, n))
+    assert _actors(c, ns) == {first.identity}
+    assert "reconciled" not in second.logs()
+
+    first.kill()  # no lease release: the standby must wait for it to expire
+    wait_for("replica-b to take the lease", lambda: c.lease_holder() == "replica-b")
+    ns2 = c.namespace("two")
+    c.apply(obj, ns2)
+    wait_for("Ready under the new leader", lambda: _ready_at(c, ns2, name, n))
+    assert _actors(c, ns2) == {second.identity}
+    assert len(c.items("deploy", "-n", ns)) == 1
+
+
+def test_restarted_operator_creates_no_duplicates_and_keeps_status(fresh_cluster: Cluster) -> None:
+    c = fresh_cluster
+    op = c.start_operator("before")
+    ns = c.namespace("restart")
+    objs = [example(e) for e in ("eagle3", "mtp", "ngram")]
+    for obj in objs:
+        c.apply(obj, ns)
+    for obj in objs:
+        wait_for("Ready", lambda: _ready_at(c, ns, obj["metadata"]["name"],
+                                            obj["spec"]["speculative"]["numSpeculativeTokens"]))
+    children = {(x["kind"], x["metadata"]["name"]): x["metadata"]["uid"] for x in c.items("deploy,cm,svc", "-n", ns)}
+    statuses = {sd["metadata"]["name"]: sd["status"] for sd in c.items("sd", "-n", ns)}
+    op.kill()
+
+    again = c.start_operator("after", lease_duration=4)
+    wait_for("the new operator to lead", lambda: c.lease_holder() == "after")
+    # A change made while no operator ran is picked up on resume.
+    changed = objs[0]["metadata"]["name"]
+    new_n = objs[0]["spec"]["speculative"]["numSpeculativeTokens"] + 1
+    c.kubectl("patch", "sd", "-n", ns, changed, "--type", "merge",
+              "-p", f'{{"spec":{{"speculative":{{"numSpeculativeTokens":{new_n}}}}}}}')
+    wait_for("the change applied", lambda: _ready_at(c, ns, changed, new_n))
+    wait_for("the resync of the others", lambda: "reconciled" in again.logs() or True)
+
+    after = {(x["kind"], x["metadata"]["name"]): x["metadata"]["uid"] for x in c.items("deploy,cm,svc", "-n", ns)}
+    assert after == children  # same objects: nothing deleted, nothing duplicated
+    for sd in c.items("sd", "-n", ns):
+        name = sd["metadata"]["name"]
+        if name == changed:
+            continue
+        kept = {k: v for k, v in sd["status"].items() if k != "conditions"}
+        assert kept == {k: v for k, v in statuses[name].items() if k != "conditions"}
+        assert [(x["type"], x["status"], x["lastTransitionTime"]) for x in sd["status"]["conditions"]] == \
+            [(x["type"], x["status"], x["lastTransitionTime"]) for x in statuses[name]["conditions"]]
+
+
+def test_operator_watching_one_namespace_ignores_others(fresh_cluster: Cluster) -> None:
+    c = fresh_cluster
+    watched, other = c.namespace("watched"), c.namespace("other")
+    c.start_operator("scoped", "--namespace", watched)
+    wait_for("the operator to lead", lambda: c.lease_holder() == "scoped")
+    obj = example("ngram")
+    name = obj["metadata"]["name"]
+    c.apply(obj, other)
+    c.apply(obj, watched)
+    wait_for("Ready in the watched namespace",
+             lambda: _ready_at(c, watched, name, obj["spec"]["speculative"]["numSpeculativeTokens"]))
+    assert c.items("deploy", "-n", other) == []
+    assert "status" not in c.get("sd", "-n", other, name)
