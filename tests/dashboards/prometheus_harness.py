@@ -1,0 +1,225 @@
+"""A real Prometheus on 127.0.0.1 scraping recorded expositions served by a tiny local HTTP server.
+
+vLLM pods: the real vLLM scrape fixture, its counters and histograms scaled by the number of scrapes so
+far, so rates are non-zero and every series keeps vLLM's exact names, labels and types. The operator:
+a prometheus_client registry built from the metric-name module, advanced on every scrape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import yaml
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from specpilot.controller import metric_names as op
+
+SCALED_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def advance_exposition(text: str, scrapes: int) -> str:
+    """The exposition as if the pod had done `scrapes` times the recorded work: cumulative samples
+    (counters, histogram buckets/sums/counts) multiplied, gauges and `_created` left alone."""
+    out = []
+    kind = ""
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            kind = line.split()[3]
+        elif line and not line.startswith("#") and kind in ("counter", "histogram"):
+            name_labels, value = line.rsplit(" ", 1)
+            name = name_labels.split("{", 1)[0]
+            if name.endswith(SCALED_SUFFIXES):
+                line = f"{name_labels} {float(value) * scrapes!r}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    namespace: str
+    name: str
+    n_stable: int
+    n_canary: int
+
+
+class OperatorExposition:
+    """The operator's metrics for `deployments` (stable and canary each), moving on every scrape."""
+
+    def __init__(self, deployments: list[Deployment]) -> None:
+        self.registry = CollectorRegistry()
+        self.deployments = deployments
+        dep = [op.LABEL_NAMESPACE, op.LABEL_DEPLOYMENT]
+        r = self.registry
+        self.reconciles = Counter(op.RECONCILES, "Reconciles.", [*dep, op.LABEL_RESULT], registry=r)
+        self.errors = Counter(op.RECONCILE_ERRORS, "Reconcile errors.", [*dep, op.LABEL_REASON], registry=r)
+        self.duration = Histogram(op.RECONCILE_DURATION, "Reconcile duration.", registry=r)
+        self.managed = Gauge(op.MANAGED_OBJECTS, "Managed objects.", [op.LABEL_KIND], registry=r)
+        self.n = Gauge(op.NUM_SPECULATIVE_TOKENS, "N per track.", [*dep, op.LABEL_TRACK], registry=r)
+        self.invalid = Gauge(op.SPEC_INVALID, "Spec invalid.", dep, registry=r)
+        self.ready = Gauge(op.READY_REPLICAS, "Ready replicas.", dep, registry=r)
+        self.leader = Gauge(op.LEADER, "Leader.", registry=r)
+        self.decisions = Counter(op.TUNER_DECISIONS, "Decisions.", [*dep, op.LABEL_DECISION], registry=r)
+        self.last_decision = Gauge(op.TUNER_LAST_DECISION_TIMESTAMP, "Last decision.", dep, registry=r)
+        self.predicted = Gauge(op.TUNER_PREDICTED_GOODPUT, "Predicted goodput.",
+                               [*dep, op.LABEL_NUM_SPECULATIVE_TOKENS], registry=r)
+        self.observed = Gauge(op.TUNER_OBSERVED_GOODPUT, "Observed goodput.", [*dep, op.LABEL_TRACK], registry=r)
+        self.leader.set(1)
+        self.managed.labels("SpeculativeDeployment").set(len(deployments))
+        self.managed.labels("Deployment").set(2 * len(deployments))
+
+    def scrape(self) -> bytes:
+        for i, d in enumerate(self.deployments):
+            key = (d.namespace, d.name)
+            self.reconciles.labels(*key, op.RESULT_UNCHANGED).inc(3)
+            self.reconciles.labels(*key, op.RESULT_APPLIED).inc()
+            self.errors.labels(*key, "Conflict").inc()
+            self.duration.observe(0.02 * (i + 1))
+            self.n.labels(*key, "stable").set(d.n_stable)
+            self.n.labels(*key, "canary").set(d.n_canary)
+            # The first deployment's spec is refused, so the "invalid specs" panel has something to show.
+            self.invalid.labels(*key).set(1 if i == 0 else 0)
+            self.ready.labels(*key).set(2)
+            for decision in (op.DECISION_CONTINUE, op.DECISION_ROLLBACK):
+                self.decisions.labels(*key, decision).inc()
+            self.last_decision.labels(*key).set(time.time())
+            for n in range(0, max(d.n_stable, d.n_canary) + 1):
+                self.predicted.labels(*key, str(n)).set(100.0 + 10 * n)
+            self.observed.labels(*key, "stable").set(140.0)
+            self.observed.labels(*key, "canary").set(150.0)
+        return generate_latest(self.registry)
+
+
+@dataclass
+class ExpositionServer:
+    """Serves /vllm/<pod> (the advanced vLLM fixture) and /operator on 127.0.0.1."""
+
+    vllm_fixture: str
+    operator: OperatorExposition
+    scrapes: Tally = field(default_factory=Tally)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def body(self, path: str) -> bytes | None:
+        with self.lock:
+            self.scrapes[path] += 1
+            count = self.scrapes[path]
+            if path == "/operator":
+                return self.operator.scrape()
+        if path.startswith("/vllm/"):
+            return advance_exposition(self.vllm_fixture, count).encode()
+        return None
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[int]:
+        exposition = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = exposition.body(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.server_address[1]
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+
+def prometheus_config(exporter_port: int, pods: list[dict[str, str]], rule_file: Path) -> dict[str, Any]:
+    """Scrape every second; vLLM targets carry the labels the chart's PodMonitor copies from the pods,
+    and the operator's own `namespace` labels are honoured as the chart's ServiceMonitor does."""
+    target = f"127.0.0.1:{exporter_port}"
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rule_file)],
+        "scrape_configs": [
+            {"job_name": "vllm", "static_configs": [
+                {"targets": [target], "labels": {**labels, "__metrics_path__": f"/vllm/{labels['pod']}"}}
+                for labels in pods]},
+            {"job_name": "specpilot-operator", "honor_labels": True, "metrics_path": "/operator",
+             "static_configs": [{"targets": [target], "labels": {"instance": "operator-0"}}]},
+        ],
+    }
+
+
+class Prometheus:
+    def __init__(self, binary: str, workdir: Path, config: dict[str, Any]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config_file = workdir / "prometheus.yml"
+        config_file.write_text(yaml.safe_dump(config))
+        self.log = (workdir / "prometheus.log").open("w")
+        self.process = subprocess.Popen(
+            [binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=self.url, timeout=5)
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        def ready() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.process.returncode}; see {self.log.name}")
+            try:
+                return self.client.get("/-/ready").status_code == 200
+            except httpx.TransportError:
+                return False
+        poll(ready, timeout, "Prometheus ready")
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        reply = self.client.get("/api/v1/query", params={"query": expr}).json()
+        if reply["status"] != "success":
+            raise AssertionError(f"{expr}: {reply.get('error')}")
+        return reply["data"]["result"]
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        return self.client.get(f"/api/v1/label/{label}/values", params={"match[]": match}).json()["data"]
+
+    def rules(self) -> list[dict[str, Any]]:
+        groups = self.client.get("/api/v1/rules").json()["data"]["groups"]
+        return [rule for group in groups for rule in group["rules"]]
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def poll(check: Any, timeout: float, what: str) -> None:
+    """Call `check` until it returns true, backing off from 50 ms; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout:g}s")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)

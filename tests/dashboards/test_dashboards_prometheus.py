@@ -1,0 +1,148 @@
+"""Every dashboard query, and the alert rules, against a real Prometheus scraping vLLM and the operator."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from prometheus_harness import Deployment, ExpositionServer, OperatorExposition, Prometheus, poll, prometheus_config
+
+from specpilot.observability import dashboards
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_FIXTURE = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu-draft_model-n4.prom"
+RULES = ROOT / "charts" / "specpilot" / "files" / "specpilot-alerts.yaml"
+MODEL = "tiny"  # model_name in the fixture
+DEPLOYMENTS = [Deployment("serving", "qwen", 4, 3), Deployment("research", "gemma", 4, 5)]
+# Grafana's $__rate_interval is at least four scrape intervals; the test scrapes every second.
+RATE_INTERVAL = "10s"
+ALL = ".*"
+
+
+def _pods() -> list[dict[str, str]]:
+    return [{"namespace": d.namespace, "deployment": d.name, "track": track, "pod": f"{d.name}-{track}-{i}",
+             "num_speculative_tokens": str(n)}
+            for d in DEPLOYMENTS for track, n in (("stable", d.n_stable), ("canary", d.n_canary))
+            for i in range(2 if track == "stable" else 1)]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("prometheus is missing: run `make tools`")
+    exporter = ExpositionServer(VLLM_FIXTURE.read_text(), OperatorExposition(DEPLOYMENTS))
+    with exporter.serve() as port:
+        server = Prometheus(binary, tmp_path_factory.mktemp("prometheus"), prometheus_config(port, _pods(), RULES))
+        try:
+            server.wait_ready()
+            yield server
+        finally:
+            server.stop()
+
+
+def _substitute(expr: str, values: dict[str, str]) -> str:
+    """What Grafana sends for `expr` with these variable values (All is the regex .*)."""
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+    return re.sub(r"\$(\w+)", lambda m: values.get(m.group(1), m.group(0)), expr)
+
+
+def _queries() -> list[tuple[str, str, str]]:
+    return [(name, panel["title"], target["expr"])
+            for name, dashboard in dashboards.rendered().items()
+            for panel in dashboard["panels"] if panel["type"] != "row"
+            for target in panel["targets"]]
+
+
+def _variables() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, v) for name, d in dashboards.rendered().items()
+            for v in d["templating"]["list"] if v["type"] == "query"]
+
+
+def _wait_for_results(prometheus: Prometheus, exprs: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Poll until every query returns something (rates need two scrapes); return the last results."""
+    results: dict[str, list[dict[str, Any]]] = {}
+
+    def all_answered() -> bool:
+        for key, expr in exprs.items():
+            if not results.get(key):
+                results[key] = prometheus.query(expr)
+        return all(results.values())
+
+    try:
+        poll(all_answered, 60, "a result for every query")
+    except TimeoutError:
+        empty = [f"{key}: {exprs[key]}" for key, result in results.items() if not result]
+        raise AssertionError("queries with no result:\n" + "\n".join(empty)) from None
+    return results
+
+
+def test_every_panel_query_returns_data_for_all(prometheus: Prometheus) -> None:
+    values = {"namespace": ALL, "deployment": ALL, "model": ALL, "track": ALL}
+    exprs = {f"{name} / {title} / {i}": _substitute(expr, values)
+             for i, (name, title, expr) in enumerate(_queries())}
+    _wait_for_results(prometheus, exprs)
+
+
+def test_per_track_panels_keep_stable_and_canary_apart(prometheus: Prometheus) -> None:
+    expr = next(e for name, title, e in _queries() if name == "speculative-decoding" and title == "Mean accepted length")
+    expr = _substitute(expr, {"namespace": ALL, "deployment": ALL, "model": ALL, "track": ALL})
+    expected = {(d.name, t) for d in DEPLOYMENTS for t in ("stable", "canary")}
+    # Each pod's first rate needs two of its scrapes; wait until every track has one.
+    poll(lambda: {(s["metric"]["deployment"], s["metric"]["track"]) for s in prometheus.query(expr)} == expected,
+         30, "mean accepted length for every deployment and track")
+    for series in prometheus.query(expr):
+        assert 1 <= float(series["value"][1]) <= 5  # the fixture ran N=4: 1 + accepted/drafts is at most 5
+
+
+def test_panel_queries_follow_the_chosen_variables(prometheus: Prometheus) -> None:
+    chosen = {"namespace": "serving", "deployment": "qwen", "model": MODEL, "track": "canary"}
+    exprs = {f"{name} / {title} / {i}": _substitute(expr, chosen)
+             for i, (name, title, expr) in enumerate(_queries())}
+    results = _wait_for_results(prometheus, exprs)
+    for key, result in results.items():
+        for series in result:
+            for label in ("namespace", "deployment", "track"):
+                if label in series["metric"]:
+                    assert series["metric"][label] == chosen[label], (key, series["metric"])
+
+
+def test_predicted_goodput_joins_the_n_each_track_runs(prometheus: Prometheus) -> None:
+    expr = next(e for name, title, e in _queries() if title == "Observed vs predicted goodput" and "group_right" in e)
+    results = _wait_for_results(prometheus, {"joined": _substitute(expr, {"namespace": ALL, "deployment": ALL,
+                                                                          "track": ALL})})["joined"]
+    got = {(s["metric"]["deployment"], s["metric"]["track"]): float(s["value"][1]) for s in results}
+    # OperatorExposition predicts 100 + 10 N tokens/s for each N.
+    assert got == {(d.name, t): 100.0 + 10 * n for d in DEPLOYMENTS
+                   for t, n in (("stable", d.n_stable), ("canary", d.n_canary))}
+
+
+def test_template_variables_list_the_scraped_values(prometheus: Prometheus) -> None:
+    expected = {"namespace": {d.namespace for d in DEPLOYMENTS}, "deployment": {d.name for d in DEPLOYMENTS},
+                "model": {MODEL}, "track": {"stable", "canary"}}
+    for dashboard, variable in _variables():
+        metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
+        match = _substitute(metric, {"namespace": ALL, "deployment": ALL})
+        poll(lambda: bool(prometheus.label_values(label, match)), 30, f"values of {label}")
+        assert set(prometheus.label_values(label, match)) == expected[variable["name"]], (dashboard, variable)
+
+
+def test_alert_rules_load_and_evaluate(prometheus: Prometheus) -> None:
+    def evaluated() -> bool:
+        rules = prometheus.rules()
+        # Prometheus reports the zero time for a rule it has not evaluated yet.
+        return bool(rules) and not any(r["lastEvaluation"].startswith("0001") for r in rules)
+    poll(evaluated, 30, "every rule evaluated")
+    rules = prometheus.rules()
+    assert [r for r in rules if r["health"] != "ok"] == []
+    poll(lambda: bool(prometheus.query("specpilot:vllm_mean_accepted_length:rate5m")), 30, "recording rule")
+
+    def active() -> set[str]:
+        return {a["labels"]["alertname"] for r in prometheus.rules() if r["type"] == "alerting"
+                for a in r.get("alerts", [])}
+    # The exposition reports a rollback on every scrape, and a leader throughout.
+    poll(lambda: "SpecpilotCanaryRolledBack" in active(), 30, "the rollback alert")
+    assert "SpecpilotOperatorDown" not in active()
