@@ -77,6 +77,10 @@ TARGETS: tuple[Target, ...] = (
     Target("qwen36-35b-a3b-dflash-busy", "dflash", 15, -1, 0.0,
            "qwen36-35b-a3b-dflash's curve at 64 and 128 sequences per pod",
            concurrency={64: 0.5, 128: 0.5}, curve_of="qwen36-35b-a3b-dflash"),
+    Target("qwen36-35b-a3b-dflash-mixed", "dflash", 15, -1, 0.0,
+           "qwen36-35b-a3b-dflash's curve under a day's load mix of 4, 16 and 64 sequences per pod "
+           "(where a batch-size schedule pays most)",
+           concurrency={4: 0.4, 16: 0.3, 64: 0.3}, curve_of="qwen36-35b-a3b-dflash"),
     Target("qwen3-8b-eagle3-gsm8k-highload", "eagle3", 7, 3, 1.35,
            "Qwen3-8B EAGLE-3 on GSM8K (~1.35x at N=3 at low load, between its MATH500 loss and DSpark's "
            "1.63x), run at 128-256 sequences per pod, where speculation off is best",

@@ -20,10 +20,11 @@ from specpilot_runtime.speculative import METHODS, Family, max_n
 from . import drift
 from .judge import health_problem, judge
 from .observations import Observations, WindowRecord, has_traffic, record
-from .planner import plan
+from .planner import plan, posterior_goodput
 from .schedule import propose
 from .state import TunerState
 from .step_model import StepModel
+from .transfer import known
 
 # Stable windows at the current N needed before the first plan of a round.
 OBSERVE_WINDOWS = 2
@@ -155,17 +156,27 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return _rollback(state, now, v.reason, numbers)
     c = state.canary_n
     assert c is not None
-    # The canary is better. If what it revealed says another untried N is better still, use the canary
-    # as a probe: roll it back and let the planner go straight there (promoting c first would make that
-    # N compete against c with the margin, and the margin would hide the remaining gain).
+    # The canary is better. If what it measured shows another untried N to be better still, use the
+    # canary as a probe: roll it back and let the planner go straight there (promoting c first would make
+    # that N compete against c with the margin, and the margin would hide the remaining gain). When that
+    # N may plausibly be ahead (probability above 1 - confidence), keep analysing while windows remain:
+    # the paired step times sharpen the step-time model, which is what separates neighbours.
     share = tuning.canary.replicas / (tuning.canary.replicas + max(obs.stable.desired_pods, 1))
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
              tuning.objective, tuning.promotion_margin, share, exclude=state.tried)
     numbers["plan"] = p.to_json()
-    if p.best_n not in state.tried and p.best_n != state.stable_n \
-            and p.gain[p.best_n] > p.gain[c] + tuning.promotion_margin / 2:
-        return _rollback(state, now, f"probe: N={p.best_n} expected {p.gain[p.best_n]:.1%} over stable, "
+    measured = known(state.method, state.records)
+    rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
+    alt = max(rivals, key=p.gain.__getitem__, default=None)
+    if alt is not None and p.gain[alt] > p.gain[c] + tuning.promotion_margin / 2:
+        return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
                                      f"N={c} {p.gain[c]:.1%}", numbers)
+    if alt is not None and v.windows < tuning.canary.windows:
+        g = posterior_goodput(state.method, state.records, model, [alt, c], loads, tuning.objective)
+        p_alt = float((g[:, 0] > g[:, 1]).mean())
+        if p_alt > 1.0 - tuning.confidence:
+            return Action("keep_analysing", c, f"better than stable; N={alt} better still with "
+                                               f"probability {p_alt:.0%}")
     state.stable_n = c
     state.canary_n = None
     state.analysis_from_seq = None

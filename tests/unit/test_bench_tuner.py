@@ -1,0 +1,133 @@
+"""`specpilot bench tuner`: profile parsing, the simulated deployment, and the CLI's JSON shape."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specpilot.bench import cli
+from specpilot.bench.profile import ProfileError, parse_profiles
+from specpilot.bench.simulate import Deployment
+
+TINY = {
+    "name": "tiny-mtp",
+    "method": "mtp",
+    "max_n": 3,
+    "survival": [0.8, 0.6, 0.4],
+    "step_time_ms": {"4": [5.6, 6.3, 6.8, 7.3], "64": [7.7, 9.0, 10.8, 12.3]},
+    "concurrency": {"4": 0.5, "64": 0.5},
+    "noise": 0.1,
+}
+
+
+def parse(**changes) -> list:
+    return parse_profiles({"profiles": [{**TINY, **changes}]})
+
+
+def test_oracle_is_the_best_goodput_from_the_profile() -> None:
+    (p,) = parse()
+    g = [sum(0.5 * b * (1 + sum(p.survival[:n])) / p.step_time_ms[b][n] for b in (4, 64)) for n in range(4)]
+    assert p.oracle_n() == int(np.argmax(g))
+    assert p.goodput(2) == pytest.approx(g[2])
+    assert p.default_n == 3  # the method's common default, capped at max_n
+
+
+def test_survival_by_n_overrides_the_curve() -> None:
+    (p,) = parse(method="dflash", survival_by_n={"2": [0.5, 0.2]})
+    assert p.survival_at(2) == (0.5, 0.2)
+    assert p.survival_at(3) == (0.8, 0.6, 0.4)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"method": "medusa"}, "method"),
+    ({"survival": [0.8, 0.9, 0.4]}, "survival"),
+    ({"survival": [0.8]}, "survival"),
+    ({"step_time_ms": {"4": [5.6, 6.3, 6.8, 7.3]}}, "step_time_ms"),
+    ({"noise": 2}, "noise"),
+    ({"max_n": 0}, "max_n"),
+])
+def test_bad_profiles_name_the_field(change: dict, field: str) -> None:
+    with pytest.raises(ProfileError, match=field):
+        parse(**change)
+
+
+def test_simulated_counters_follow_the_profile() -> None:
+    (p,) = parse(noise=0.0)
+    dep = Deployment(p, np.random.default_rng(0), stable_n=3)
+    lengths = []
+    for _ in range(20):
+        d = dep.window().stable.delta
+        acc = d.accepted_per_pos
+        assert len(acc) == 3 and acc[0] >= acc[1] >= acc[2] and d.drafts >= acc[0]
+        assert d.accepted_tokens == pytest.approx(sum(acc))
+        lengths.append(1 + d.accepted_tokens / d.drafts)
+    assert np.mean(lengths) == pytest.approx(p.expected_length(3), rel=0.02)
+
+
+def test_canary_serves_nothing_while_it_restarts() -> None:
+    (p,) = parse()
+    dep = Deployment(p, np.random.default_rng(0), stable_n=3, restart_s=600.0)
+    dep.start_canary(1)
+    first = dep.window().canary
+    assert first is not None and first.ready_pods == 0 and first.delta.generation_tokens == 0
+    assert dep.exploration_cost() > 0
+
+
+def run_cli(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(json.dumps({"profiles": [TINY]}))
+    out = tmp_path / "out.json"
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "tuner", "--profiles", str(profiles), "--seeds", "2",
+                              "--json", str(out), *extra])
+    return args.func(args), out
+
+
+def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = run_cli(tmp_path, "--markdown", str(tmp_path / "table.md"))
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    keys = {"name", "seed", "chosen_n", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct"}
+    assert len(doc["results"]) == 2 and {r["seed"] for r in doc["results"]} == {0, 1}
+    assert set(doc["baselines"]) == {"sweep", "default", "hill-climb"}
+    for rows in (doc["results"], *doc["baselines"].values()):
+        for r in rows:
+            assert set(r) == keys
+            assert r["canaries"] == len(r["tried"]) and r["regret_pct"] >= 0
+    assert doc["baselines"]["sweep"][0]["canaries"] == 3  # every other candidate of 0..3
+    assert doc["baselines"]["default"][0]["canaries"] == 0
+    captured = capsys.readouterr()
+    assert "tiny-mtp" in captured.out and "regret" in captured.out
+    assert "seed 1" in captured.err  # progress goes to stderr
+    assert (tmp_path / "table.md").read_text().startswith("| profile |")
+
+
+def test_cli_reports_a_bad_profile_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"profiles": [{**TINY, "noise": -1}]}))
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "tuner", "--profiles", str(bad)])
+    assert args.func(args) == 2
+    assert "noise" in capsys.readouterr().err
+
+
+def test_shipped_profiles_parse_and_cover_every_family() -> None:
+    path = Path(cli.__file__).parent / "profiles" / "article.json"
+    profiles = parse_profiles(json.loads(path.read_text()))
+    methods = {p.method for p in profiles}
+    assert {"mtp", "eagle3", "dflash", "dspark", "ngram"} <= methods
+    assert any(p.oracle_n() == 0 for p in profiles)
+    assert all(p.noise == pytest.approx(0.10) for p in profiles)
+
+
+def test_shipped_profiles_are_what_the_calibration_builds() -> None:
+    from specpilot.bench.calibrate import build
+
+    path = Path(cli.__file__).parent / "profiles" / "article.json"
+    assert json.loads(path.read_text()) == json.loads(json.dumps(build()))

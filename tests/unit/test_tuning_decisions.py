@@ -1,0 +1,160 @@
+"""Planner, judge and schedule on clean, noise-free counters generated from a known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specpilot.tuning import costs
+from specpilot.tuning.judge import health_problem, judge
+from specpilot.tuning.observations import TrackWindow, WindowRecord, record
+from specpilot.tuning.planner import plan
+from specpilot.tuning.schedule import propose
+from specpilot.tuning.step_model import StepModel
+from specpilot_runtime.speculative import Family
+from specpilot_runtime.vllm_metrics import Snapshot
+
+# A chain drafter whose conditional acceptance rises with depth (0.8, 0.8, 0.85, 0.85, 0.9, ...).
+CURVE = [0.8, 0.64, 0.544, 0.462, 0.416, 0.374, 0.337, 0.303]
+FAMILY = Family.SEQUENTIAL
+
+
+def snapshot(n: int, load: float, curve: list[float] = CURVE, pods: int = 3, window_s: float = 300.0,
+             wobble: float = 1.0, slow: float = 1.0) -> TrackWindow:
+    """Exact counters for a window at N and load, with the H200 prior's step time (kappa = 1)."""
+    step_ms = costs.step_ms(FAMILY, n, load) * slow
+    seqs = window_s * 1000 / step_ms * load * pods
+    acc = [seqs * s * wobble ** (k + 1) for k, s in enumerate(curve[:n])]
+    tokens = seqs + sum(acc)
+    per_step = tokens / seqs
+    finished = tokens / 256
+    snap = Snapshot(drafts=seqs if n else 0.0, draft_tokens=seqs * n, accepted_tokens=sum(acc),
+                    accepted_per_pos=tuple(acc), generation_tokens=tokens,
+                    tpot_sum=finished * step_ms / 1000 / per_step, tpot_count=finished, running=load * pods)
+    return TrackWindow(n=n, delta=snap, ready_pods=pods, desired_pods=pods)
+
+
+def windows(n: int, load: float, count: int, start: int = 0, track: str = "stable",
+            curve: list[float] = CURVE) -> list[WindowRecord]:
+    # A small alternating wobble gives the batch-means error something to measure.
+    return [record(start + i, track, snapshot(n, load, curve, wobble=1.0 + 0.004 * (-1) ** i), 300.0)
+            for i in range(count)]
+
+
+def true_goodput(n: int, load: float, curve: list[float] = CURVE) -> float:
+    return (1 + sum(curve[:n])) * load / costs.step_ms(FAMILY, n, load)
+
+
+def exact_pairs(model: StepModel, loads: list[float]) -> list:
+    return [model.pair(c, 3, b, costs.step_ms(FAMILY, c, b), costs.step_ms(FAMILY, 3, b))
+            for b in loads for c in (1, 5, 7) for _ in range(4)]
+
+
+def test_window_record_recovers_tokens_per_step_step_time_and_load() -> None:
+    r = record(1, "stable", snapshot(3, 16.0), 300.0)
+    assert r.tokens_per_step == pytest.approx(1 + sum(CURVE[:3]))
+    assert r.step_s == pytest.approx(costs.step_ms(FAMILY, 3, 16) / 1000)
+    assert r.load == pytest.approx(16.0)
+
+
+@pytest.mark.parametrize("load", [4.0, 64.0, 256.0])
+def test_planner_picks_the_oracle_on_clean_data(load: float) -> None:
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [load]))
+    records = windows(8, load, 6)
+    oracle = max(range(9), key=lambda n: true_goodput(n, load))
+    p = plan("mtp", records, model, list(range(9)), 3, [load] * 6, "throughput", 0.02, 0.25)
+    assert p.best_n == oracle
+    assert p.gain[oracle] == pytest.approx(true_goodput(oracle, load) / true_goodput(3, load) - 1, abs=0.01)
+
+
+def test_planner_considers_speculation_off() -> None:
+    weak = [0.15, 0.03, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0]
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [256.0]))
+    records = windows(3, 256.0, 6, curve=weak)
+    p = plan("mtp", records, model, list(range(8)), 3, [256.0] * 6, "throughput", 0.02, 0.25)
+    assert p.best_n == 0
+    assert p.next_canary in (0, 1)
+
+
+def test_planner_probes_high_when_only_low_n_is_known() -> None:
+    # Stable at N=2 with strong acceptance: a canary at a high N reveals every N below it at once.
+    p = plan("mtp", windows(2, 4.0, 4), StepModel(FAMILY), list(range(8)), 2, [4.0] * 4, "throughput",
+             0.02, 0.25)
+    assert p.next_canary is not None and p.next_canary >= 5
+    assert p.value[7] >= p.value[4]
+
+
+def test_planner_converges_when_nothing_is_worth_a_canary() -> None:
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [16.0]))
+    oracle = max(range(9), key=lambda n: true_goodput(n, 16.0))
+    p = plan("mtp", windows(8, 16.0, 6), model, list(range(9)), oracle, [16.0] * 6, "throughput", 0.02, 0.25)
+    assert p.next_canary is None
+
+
+def judge_case(n_stable: int, n_canary: int, load: float = 4.0, slow: float = 1.0):
+    model = StepModel(FAMILY)
+    pairs = [model.pair(n_canary, n_stable, load, costs.step_ms(FAMILY, n_canary, load) * slow,
+                        costs.step_ms(FAMILY, n_stable, load)) for _ in range(6)]
+    model = StepModel(FAMILY, pairs)
+    stable = windows(n_stable, load, 6)
+    canary = [record(i, "canary", snapshot(n_canary, load, wobble=1.0 + 0.004 * (-1) ** i, slow=slow), 300.0)
+              for i in range(6)]
+    return judge(stable, canary, model, [load] * 6, "throughput", 0.02, 0.95, 6)
+
+
+def test_judge_promotes_a_better_canary() -> None:
+    assert true_goodput(6, 4.0) > 1.05 * true_goodput(2, 4.0)
+    v = judge_case(2, 6)
+    assert v.decision == "promote"
+    assert v.lower > 0 and v.gain > 0.02
+
+
+def test_judge_refuses_a_worse_canary() -> None:
+    assert true_goodput(1, 64.0) < 0.95 * true_goodput(3, 64.0)
+    v = judge_case(3, 1, load=64.0)
+    assert v.decision == "rollback"
+    assert v.upper < 0.02
+
+
+def test_judge_sees_a_canary_slower_than_the_model_predicts() -> None:
+    # Same acceptance gain, but the canary's steps are 40% slower than the prior predicts, which
+    # makes it truly 2% worse: the paired step times move kappa and the verdict follows them.
+    truth = true_goodput(6, 4.0) / 1.4 / true_goodput(2, 4.0) - 1
+    assert truth < 0
+    v = judge_case(2, 6, slow=1.4)
+    assert v.decision != "promote"
+    assert v.gain < 0.02  # far from the 74% the acceptance gain alone would suggest
+
+
+def test_judge_waits_for_two_paired_windows() -> None:
+    model = StepModel(FAMILY)
+    v = judge(windows(3, 4.0, 1), windows(5, 4.0, 1, track="canary"), model, [4.0], "throughput",
+              0.02, 0.95, 6)
+    assert v.decision == "continue"
+
+
+def test_health_gate() -> None:
+    ok = snapshot(3, 4.0)
+    bad = TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1, errors=5)
+    assert health_problem(ok, None) is not None
+    assert health_problem(ok, bad) is not None
+    assert health_problem(ok, TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1)) is None
+
+
+def test_schedule_lowers_n_as_batch_size_rises() -> None:
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [4.0, 256.0]))
+    records = windows(8, 4.0, 4) + windows(8, 256.0, 4, start=4)
+    loads = [4.0] * 4 + [256.0] * 4
+    s = propose("mtp", records, model, list(range(9)), loads, "throughput")
+    ns = [e[2] for e in s.entries]
+    assert len(s.entries) == 2 and ns[0] > ns[1]
+    assert s.entries[0][0] == 1 and s.entries[0][1] + 1 == s.entries[1][0]
+    assert s.num_speculative_tokens == max(ns)
+    per_level = {b: max(range(9), key=lambda n: true_goodput(n, b)) for b in (4.0, 256.0)}
+    assert ns == [per_level[4.0], per_level[256.0]]
+    assert s.gain > 0.0
+    assert np.isfinite(s.gain)

@@ -1,0 +1,203 @@
+"""The state machine through its public contract: step(), Action, TunerState JSON round trips."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from specpilot.api.models import Canary, Tuning
+from specpilot.tuning import PHASES, Action, Observations, TrackWindow, TunerState, step
+from specpilot.tuning import costs
+from specpilot.tuning.state import MAX_HISTORY
+from specpilot_runtime.speculative import Family
+from specpilot_runtime.vllm_metrics import Snapshot
+
+CURVE = [0.8, 0.64, 0.544, 0.462, 0.416, 0.374, 0.337, 0.303]
+TUNING = Tuning(enabled=True, candidates=list(range(8)), canary=Canary(analysis_window="5m"), cooldown="10m")
+WINDOW_S = 300.0
+
+
+def track(n: int, load: float, curve: list[float], pods: int, wobble: float) -> TrackWindow:
+    step_ms = costs.step_ms(Family.SEQUENTIAL, n, load)
+    seqs = WINDOW_S * 1000 / step_ms * load * pods
+    acc = [seqs * s * wobble ** (k + 1) for k, s in enumerate(curve[:n])]
+    tokens = seqs + sum(acc)
+    finished = tokens / 256
+    snap = Snapshot(drafts=seqs if n else 0.0, draft_tokens=seqs * n, accepted_tokens=sum(acc),
+                    accepted_per_pos=tuple(acc), generation_tokens=tokens,
+                    tpot_sum=finished * step_ms / 1000 * seqs / tokens, tpot_count=finished,
+                    running=load * pods)
+    return TrackWindow(n=n, delta=snap, ready_pods=pods, desired_pods=pods)
+
+
+@dataclass
+class FakeDeployment:
+    """What the controller would do with the actions, reduced to the numbers the tuner sees."""
+
+    stable_n: int
+    load: float = 4.0
+    curve: tuple[float, ...] = tuple(CURVE)
+    canary_n: int | None = None
+    canary_age: int = 0
+    canary_never_ready: bool = False
+    canary_errors: float = 0.0
+    windows: int = 0
+
+    def observe(self) -> Observations:
+        self.windows += 1
+        wobble = 1.0 + 0.004 * (-1) ** self.windows
+        stable = track(self.stable_n, self.load, list(self.curve), 3, wobble)
+        canary = None
+        if self.canary_n is not None:
+            self.canary_age += 1
+            if self.canary_age == 1 or self.canary_never_ready:
+                canary = TrackWindow(self.canary_n, Snapshot(), 0, 1)
+            else:
+                t = track(self.canary_n, self.load, list(self.curve), 1, wobble)
+                canary = TrackWindow(t.n, t.delta, 1, 1, errors=self.canary_errors)
+        return Observations(window_s=WINDOW_S, stable=stable, canary=canary)
+
+    def apply(self, a: Action) -> None:
+        assert a.kind in ("hold", "start_canary", "keep_analysing", "promote", "rollback", "stop")
+        if a.kind == "start_canary":
+            self.canary_n, self.canary_age = a.n, 0
+        elif a.kind == "promote":
+            self.stable_n, self.canary_n = a.n, None
+        elif a.kind in ("rollback", "stop"):
+            self.canary_n = None
+
+    def now(self) -> float:
+        return self.windows * WINDOW_S
+
+
+def run(dep: FakeDeployment, state: TunerState, tuning: Tuning = TUNING, windows: int = 48,
+        until: str | None = None) -> tuple[TunerState, list[Action]]:
+    actions = []
+    for _ in range(windows):
+        obs = dep.observe()
+        state, a = step(state, tuning, obs, dep.now())
+        dep.apply(a)
+        actions.append(a)
+        if until and state.phase == until:
+            break
+    return state, actions
+
+
+def oracle(load: float, curve: list[float] = CURVE) -> int:
+    return max(range(8), key=lambda n: (1 + sum(curve[:n])) / costs.step_ms(Family.SEQUENTIAL, n, load))
+
+
+@pytest.mark.parametrize("load", [4.0, 64.0])
+def test_converges_to_the_oracle_on_clean_data(load: float) -> None:
+    dep = FakeDeployment(stable_n=3, load=load)
+    state, actions = run(dep, TunerState.new("mtp", 3))
+    assert state.phase == "converged"
+    assert state.stable_n == oracle(load) == dep.stable_n
+    assert sum(a.kind == "start_canary" for a in actions) <= 3
+    assert all(p in PHASES for p in (h["phase"] for h in state.history))
+
+
+def test_every_decision_records_its_numbers() -> None:
+    state, _ = run(FakeDeployment(stable_n=3), TunerState.new("mtp", 3))
+    kinds = [h["action"] for h in state.history]
+    assert "start_canary" in kinds
+    for h in state.history:
+        assert {"time", "seq", "round", "phase", "action", "n", "reason", "numbers"} <= set(h)
+    start = next(h for h in state.history if h["action"] == "start_canary")
+    assert {"gain_pct", "value_pct", "cost_pct", "best_n"} <= set(start["numbers"])
+
+
+def test_json_round_trip_mid_analysis_resumes_identically() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="analysing")
+    state, _ = run(dep, state, windows=1)  # one analysed window on record
+    assert state.phase == "analysing"
+    status = json.loads(json.dumps(state.to_status()))
+    resumed = TunerState.from_status(status, method="mtp", stable_n=3)
+    assert resumed.to_status() == state.to_status()
+    for _ in range(12):
+        obs = dep.observe()
+        state, a = step(state, TUNING, obs, dep.now())
+        resumed, b = step(resumed, TUNING, obs, dep.now())
+        assert a == b
+        assert resumed.to_status() == state.to_status()
+        dep.apply(a)
+
+
+def test_step_does_not_mutate_its_input() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state = TunerState.new("mtp", 3)
+    before = json.dumps(state.to_status())
+    step(state, TUNING, dep.observe(), dep.now())
+    assert json.dumps(state.to_status()) == before
+
+
+def test_fresh_state_for_another_method_or_empty_status() -> None:
+    state, _ = run(FakeDeployment(stable_n=3), TunerState.new("mtp", 3), windows=4)
+    assert TunerState.from_status(state.to_status(), method="eagle3", stable_n=3).seq == 0
+    assert TunerState.from_status(None, method="mtp", stable_n=2).stable_n == 2
+
+
+def test_drift_returns_to_observing() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="converged")
+    assert state.phase == "converged"
+    state, actions = run(dep, state, windows=4)
+    assert state.phase == "converged" and all(a.kind == "hold" for a in actions)
+    dep.curve = tuple(s * 0.5 for s in CURVE)  # the workload changed: acceptance halves
+    state, actions = run(dep, state, windows=12, until="observing")
+    assert state.phase == "observing"
+    assert state.round == 2 and state.canaries_in_round == 0
+    assert state.history[-1]["reason"].startswith("drift")
+
+
+def test_load_drift_returns_to_observing() -> None:
+    dep = FakeDeployment(stable_n=3, load=4.0)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="converged")
+    dep.load = 128.0
+    state, _ = run(dep, state, windows=12, until="observing")
+    assert state.phase == "observing"
+    assert "load" in state.history[-1]["reason"]
+
+
+def test_canary_not_ready_by_the_deadline_is_rolled_back() -> None:
+    dep = FakeDeployment(stable_n=3, canary_never_ready=True)
+    tuning = TUNING.model_copy(update={"canary": Canary(analysis_window="5m", progress_deadline="10m")})
+    state, actions = run(dep, TunerState.new("mtp", 3), tuning=tuning, windows=8)
+    rollback = next(a for a in actions if a.kind == "rollback")
+    assert "progressDeadline" in rollback.reason
+
+
+def test_unhealthy_canary_is_rolled_back() -> None:
+    dep = FakeDeployment(stable_n=3, canary_errors=10)
+    state, actions = run(dep, TunerState.new("mtp", 3), windows=6)
+    rollback = next(a for a in actions if a.kind == "rollback")
+    assert "errors" in rollback.reason
+    assert all(a.kind != "promote" for a in actions)
+
+
+def test_disabled_tuning_stops_and_removes_the_canary() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="canary_starting")
+    state, a = step(state, TUNING.model_copy(update={"enabled": False}), dep.observe(), dep.now())
+    assert a.kind == "stop" and state.canary_n is None
+
+
+def test_history_is_bounded() -> None:
+    state = TunerState.new("mtp", 3)
+    for i in range(MAX_HISTORY + 10):
+        state.log({"i": i})
+    assert len(state.history) == MAX_HISTORY and state.history[-1]["i"] == MAX_HISTORY + 9
+
+
+def test_schedule_mode_proposes_a_schedule_at_convergence() -> None:
+    dep = FakeDeployment(stable_n=3, load=16.0)
+    tuning = TUNING.model_copy(update={"mode": "schedule"})
+    state, _ = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    sched = state.schedule
+    assert sched is not None
+    entries = sched["num_speculative_tokens_per_batch_size"]
+    assert entries[0][0] == 1 and all(0 <= e[2] <= sched["num_speculative_tokens"] for e in entries)
+    assert sched["gain_pct"] >= 0.0
