@@ -10,6 +10,7 @@ import pytest
 import yaml
 from helm_tools import CHART, CRD_KINDS, HELM, NAMESPACE, ROOT, by_kind, helm_template, render
 
+from specpilot.cli import build_parser
 from specpilot.observability import alerts, dashboards
 from specpilot.render import names
 from specpilot.render.pod import PORT_NAME
@@ -57,7 +58,7 @@ def test_rendered_objects_pass_strict_kubernetes_schemas(args: tuple[str, ...], 
 @pytest.mark.parametrize("values, message", [
     ({"replicaCount": "two"}, "replicaCount"),
     ({"watch.namespaces": "{Not_A_Namespace}"}, "watch.namespaces"),
-    ({"operator.logLevel": "verbose"}, "logLevel"),
+    ({"operator.verbose": "maybe"}, "verbose"),
     ({"metrics.serviceMonitor.interval": "often"}, "interval"),
     ({"unknownKey": "1"}, "unknownKey"),
 ])
@@ -97,7 +98,7 @@ def test_operator_pod_is_hardened() -> None:
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
     for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["port"] == "health"
+        assert container[probe]["httpGet"]["port"] == "metrics"
     # A writable /tmp, since the root filesystem is not.
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
@@ -106,7 +107,7 @@ def test_default_install_is_highly_available() -> None:
     objects = render()
     (deployment,) = by_kind(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 2
-    assert "--leader-election" in _operator_container(objects)["args"]
+    assert any(a.startswith("--lease-name=") for a in _operator_container(objects)["args"])
     (pdb,) = by_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
     anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
@@ -114,7 +115,7 @@ def test_default_install_is_highly_available() -> None:
         == "kubernetes.io/hostname"
     single = render(*VALUE_SETS["single"])
     assert not by_kind(single, "PodDisruptionBudget")
-    assert "--leader-election" not in _operator_container(single)["args"]
+    assert "--no-leader-election" in _operator_container(single)["args"]
 
 
 def test_watch_mode_selects_cluster_role_or_roles() -> None:
@@ -187,3 +188,23 @@ def test_dashboards_ship_as_labelled_config_maps() -> None:
         assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert not [m for m in by_kind(render(*VALUE_SETS["single"]), "ConfigMap")]
 
+
+
+@pytest.mark.parametrize("args", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...]) -> None:
+    objects = render(*args)
+    container = _operator_container(objects)
+    assert container["command"] == ["specpilot"]
+    parsed = build_parser().parse_args(container["args"])
+    assert parsed.command == "run"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert parsed.metrics_port == values["operator"]["metricsPort"]
+    if "--set" in args and "watch.namespaces={team-a,team-b}" in args:
+        assert parsed.namespaces == ["team-a", "team-b"] and not parsed.all_namespaces
+    else:
+        assert parsed.all_namespaces and parsed.namespaces == []
+    (deployment,) = by_kind(objects, "Deployment")
+    if deployment["spec"]["replicas"] > 1:
+        # The Lease is where the chart's leader-election Role lets the operator write it.
+        (role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+        assert not parsed.no_leader_election and parsed.lease_namespace == role["metadata"]["namespace"]

@@ -1,4 +1,4 @@
-{{/* The `specpilot run` command line, from the watch, leader-election and port values. */}}
+{{/* The `specpilot run` arguments, from the watch, leader-election and metrics values. */}}
 {{- define "specpilot.operatorArgs" -}}
 - run
 {{- if include "specpilot.clusterWide" . }}
@@ -9,12 +9,16 @@
 {{- end }}
 {{- end }}
 {{- if .Values.leaderElection.enabled }}
-- --leader-election
 - --lease-name={{ default (include "specpilot.fullname" .) .Values.leaderElection.leaseName }}
+- --lease-namespace={{ .Release.Namespace }}
+- --lease-duration={{ .Values.leaderElection.leaseDurationSeconds }}
+{{- else }}
+- --no-leader-election
 {{- end }}
 - --metrics-port={{ .Values.operator.metricsPort }}
-- --health-port={{ .Values.operator.healthPort }}
-- --log-level={{ .Values.operator.logLevel }}
+{{- if .Values.operator.verbose }}
+- --verbose
+{{- end }}
 {{- with .Values.operator.extraArgs }}
 {{ toYaml . }}
 {{- end }}

@@ -1,49 +1,46 @@
 {{/*
-What the operator does in a watched namespace. tests/chart/test_rbac.py checks these rules against the
-API calls the operator makes; keep them to exactly that (no wildcards, no Secrets).
+What the operator does in a watched namespace. tests/chart/test_chart_rbac.py records the API calls the
+operator makes against the sandbox and checks them against these rules both ways: every call allowed,
+every grant used. No wildcards, no Secrets.
 */}}
 {{- define "specpilot.namespacedRules" -}}
-# The SpeculativeDeployments it reconciles; patch for finalizers, annotations and status.
+# The SpeculativeDeployments it reconciles: read, watch (Kopf), patch finalizers and annotations (Kopf).
 - apiGroups: ["specpilot.io"]
   resources: ["speculativedeployments"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["specpilot.io"]
   resources: ["speculativedeployments/status"]
-  verbs: ["get", "patch"]
-# Children rendered for each SpeculativeDeployment.
+  verbs: ["patch"]
+# Children rendered for each SpeculativeDeployment: watched (Kopf) and listed to find drift, written by
+# server-side apply (a patch that creates what is missing), deleted when no longer rendered.
 - apiGroups: [""]
   resources: ["configmaps", "services"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["list", "watch", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-- apiGroups: ["monitoring.coreos.com"]
-  resources: ["podmonitors"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Pod IPs of stable and canary replicas, to scrape their metrics.
+  verbs: ["list", "watch", "patch", "delete"]
+# What the operator did and why, on the SpeculativeDeployment (`kubectl describe`).
 - apiGroups: [""]
-  resources: ["pods"]
-  verbs: ["get", "list", "watch"]
-# Canary traffic weights when trafficRouting is gateway.
-- apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["httproutes"]
-  verbs: ["get", "patch"]
-# Every tuning decision and refused spec is posted as an Event.
-- apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end }}
 
-{{/* Cluster-scoped reads: whether optional CRDs (PodMonitor, HTTPRoute) exist. */}}
+{{/* Cluster-scoped reads Kopf makes to notice CRDs (and, when watching listed namespaces, namespaces)
+appearing and going. Without them it warns and stops noticing. */}}
 {{- define "specpilot.clusterRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
+{{- if not (include "specpilot.clusterWide" .) }}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
 {{- end }}
 
-{{/* Leader election in the operator's own namespace. */}}
+{{/* Leader election in the operator's own namespace: read, create once, renew and hand over. */}}
 {{- define "specpilot.leaderRules" -}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "create", "update", "patch"]
+  verbs: ["get", "create", "update"]
 {{- end }}
