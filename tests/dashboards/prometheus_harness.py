@@ -2,7 +2,7 @@
 
 vLLM pods: the real vLLM scrape fixture, its counters and histograms scaled by the number of scrapes so
 far, so rates are non-zero and every series keeps vLLM's exact names, labels and types. The operator:
-a prometheus_client registry built from the metric-name module, advanced on every scrape.
+its real OperatorMetrics registry, advanced on every scrape.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any, Iterator
 
 import httpx
 import yaml
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, generate_latest
 
 from specpilot.controller import metric_names as op
+from specpilot.controller.metrics import OperatorMetrics
 
 SCALED_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 
@@ -59,42 +60,36 @@ class Deployment:
 
 
 class OperatorExposition:
-    """The operator's metrics for `deployments` (stable and canary each), moving on every scrape."""
+    """The operator's own OperatorMetrics, driven as a busy operator would for `deployments` (stable and
+    canary each), moving on every scrape. The tuner's series come from the names module directly until
+    the tuning loop registers them in OperatorMetrics (creating them twice would then fail here)."""
 
     def __init__(self, deployments: list[Deployment]) -> None:
-        self.registry = CollectorRegistry()
+        self.metrics = OperatorMetrics()
         self.deployments = deployments
         dep = [op.LABEL_NAMESPACE, op.LABEL_DEPLOYMENT]
-        r = self.registry
-        self.reconciles = Counter(op.RECONCILES, "Reconciles.", [*dep, op.LABEL_RESULT], registry=r)
-        self.errors = Counter(op.RECONCILE_ERRORS, "Reconcile errors.", [*dep, op.LABEL_REASON], registry=r)
-        self.duration = Histogram(op.RECONCILE_DURATION, "Reconcile duration.", registry=r)
-        self.managed = Gauge(op.MANAGED_OBJECTS, "Managed objects.", [op.LABEL_KIND], registry=r)
-        self.n = Gauge(op.NUM_SPECULATIVE_TOKENS, "N per track.", [*dep, op.LABEL_TRACK], registry=r)
-        self.invalid = Gauge(op.SPEC_INVALID, "Spec invalid.", dep, registry=r)
-        self.ready = Gauge(op.READY_REPLICAS, "Ready replicas.", dep, registry=r)
-        self.leader = Gauge(op.LEADER, "Leader.", registry=r)
+        r = self.metrics.registry
         self.decisions = Counter(op.TUNER_DECISIONS, "Decisions.", [*dep, op.LABEL_DECISION], registry=r)
         self.last_decision = Gauge(op.TUNER_LAST_DECISION_TIMESTAMP, "Last decision.", dep, registry=r)
         self.predicted = Gauge(op.TUNER_PREDICTED_GOODPUT, "Predicted goodput.",
                                [*dep, op.LABEL_NUM_SPECULATIVE_TOKENS], registry=r)
         self.observed = Gauge(op.TUNER_OBSERVED_GOODPUT, "Observed goodput.", [*dep, op.LABEL_TRACK], registry=r)
-        self.leader.set(1)
-        self.managed.labels("SpeculativeDeployment").set(len(deployments))
-        self.managed.labels("Deployment").set(2 * len(deployments))
+        self.metrics.leader.set(1)
+        self.metrics.managed.labels("SpeculativeDeployment").set(len(deployments))
 
     def scrape(self) -> bytes:
+        m = self.metrics
         for i, d in enumerate(self.deployments):
             key = (d.namespace, d.name)
-            self.reconciles.labels(*key, op.RESULT_UNCHANGED).inc(3)
-            self.reconciles.labels(*key, op.RESULT_APPLIED).inc()
-            self.errors.labels(*key, "Conflict").inc()
-            self.duration.observe(0.02 * (i + 1))
-            self.n.labels(*key, "stable").set(d.n_stable)
-            self.n.labels(*key, "canary").set(d.n_canary)
+            m.reconciles.labels(*key, op.RESULT_UNCHANGED).inc(3)
+            m.reconciles.labels(*key, op.RESULT_APPLIED).inc()
+            m.errors.labels(*key, "KubeError").inc()
+            m.duration.observe(0.02 * (i + 1))
+            m.n.labels(*key, "stable").set(d.n_stable)
+            m.n.labels(*key, "canary").set(d.n_canary)
             # The first deployment's spec is refused, so the "invalid specs" panel has something to show.
-            self.invalid.labels(*key).set(1 if i == 0 else 0)
-            self.ready.labels(*key).set(2)
+            m.invalid.labels(*key).set(1 if i == 0 else 0)
+            m.ready.labels(*key).set(2)
             for decision in (op.DECISION_CONTINUE, op.DECISION_ROLLBACK):
                 self.decisions.labels(*key, decision).inc()
             self.last_decision.labels(*key).set(time.time())
@@ -102,7 +97,7 @@ class OperatorExposition:
                 self.predicted.labels(*key, str(n)).set(100.0 + 10 * n)
             self.observed.labels(*key, "stable").set(140.0)
             self.observed.labels(*key, "canary").set(150.0)
-        return generate_latest(self.registry)
+        return generate_latest(m.registry)
 
 
 @dataclass
