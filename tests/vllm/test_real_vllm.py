@@ -8,10 +8,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from specpilot_runtime import vllm_metrics as vm
+from specpilot_runtime.checkpoint import check_checkpoints
+from specpilot_runtime.engine_config import EngineConfig
 from specpilot_runtime.speculative import VLLM_SPECULATIVE_KEYS
 
 from realvllm import Server, TinyModels, VllmVenv, run_in_vllm_venv
@@ -140,9 +144,31 @@ def _engine(model: str, speculative: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS, "speculative": speculative}
 
 
-def our_configs(models: TinyModels) -> dict[str, dict[str, Any]]:
-    """Every shape of speculative config specpilot renders for methods that need no GPU or download."""
+@pytest.fixture(scope="session")
+def head_checkpoints(tiny_models: TinyModels) -> dict[str, Path]:
+    """Config-only EAGLE-3 and DFlash (block size 8) heads shaped for the tiny target: enough for vLLM to
+    build its config, which reads config.json but loads no weights."""
+    target = json.loads((tiny_models.target / "config.json").read_text())
+    heads = {
+        "eagle3": {**target, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
+                   "draft_vocab_size": target["vocab_size"]},
+        "dflash": {**target, "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "num_hidden_layers": 1,
+                   "dflash_config": {"block_size": 8, "mask_token_id": 3, "target_layer_ids": [0, 1]}},
+    }
+    out = {}
+    for name, config in heads.items():
+        path = tiny_models.target.parent / f"{name}-head"
+        path.mkdir(exist_ok=True)
+        (path / "config.json").write_text(json.dumps(config))
+        out[name] = path
+    return out
+
+
+def our_configs(models: TinyModels, heads: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Every shape of speculative config specpilot renders for methods that need no GPU or download
+    (dspark needs vLLM's GPU model runner; mtp needs a target with MTP layers)."""
     target, draft = str(models.target), str(models.draft)
+    eagle3, dflash = str(heads["eagle3"]), str(heads["dflash"])
     schedule = [[1, 4, 4], [5, 16, 2], [17, 256, 0]]
     cases = {
         "off": {"method": "off"},
@@ -164,22 +190,32 @@ def our_configs(models: TinyModels) -> dict[str, dict[str, Any]]:
                                        "extra": {"draft_sample_method": "probabilistic",
                                                  "draft_tensor_parallel_size": 1}},
         "draft-n8": {"method": "draft_model", "model": draft, "num_speculative_tokens": 8},
+        "eagle3-n1": {"method": "eagle3", "model": eagle3, "num_speculative_tokens": 1},
+        "eagle3-n5-schedule": {"method": "eagle3", "model": eagle3, "num_speculative_tokens": 5,
+                               "num_speculative_tokens_per_batch_size": [[1, 8, 5], [9, 64, 2]]},
+        "dflash-n7-block8": {"method": "dflash", "model": dflash, "num_speculative_tokens": 7, "block_size": 8},
+        "dflash-n3": {"method": "dflash", "model": dflash, "num_speculative_tokens": 3},
     }
     return {name: _engine(target, spec) for name, spec in cases.items()}
 
 
 def test_vllm_accepts_every_config_we_render(vllm_venv: VllmVenv, vllm_env: dict[str, str],
-                                            tiny_models: TinyModels) -> None:
-    from specpilot_runtime.engine_config import EngineConfig
-
-    configs = our_configs(tiny_models)
+                                            tiny_models: TinyModels, head_checkpoints: dict[str, Path]) -> None:
+    configs = our_configs(tiny_models, head_checkpoints)
     for name, engine in configs.items():
-        assert EngineConfig.model_validate(engine).problems() == [], name
-    # One config both sides must refuse: a key from the docs that vLLM does not have.
-    refused = _engine(str(tiny_models.target), {"method": "ngram", "num_speculative_tokens": 3,
-                                                "extra": {"enable_adaptive_k": True}})
-    assert EngineConfig.model_validate(refused).problems()
-    cases = [{"name": n, "engine": e} for n, e in configs.items()] + [{"name": "refused", "engine": refused}]
+        cfg = EngineConfig.model_validate(engine)
+        assert cfg.problems() == [] and check_checkpoints(cfg.model, cfg.speculative) == [], name
+    # Configs both sides must refuse: a key from the docs that vLLM does not have, and MTP on a target
+    # without MTP layers (specpilot from the target's config.json, vLLM when it builds the drafter).
+    refused = {
+        "invented-key": _engine(str(tiny_models.target), {"method": "ngram", "num_speculative_tokens": 3,
+                                                          "extra": {"enable_adaptive_k": True}}),
+        "mtp-on-llama": _engine(str(tiny_models.target), {"method": "mtp", "num_speculative_tokens": 1}),
+    }
+    for name, engine in refused.items():
+        cfg = EngineConfig.model_validate(engine)
+        assert cfg.problems() + check_checkpoints(cfg.model, cfg.speculative), name
+    cases = [{"name": n, "engine": e} for n, e in (configs | refused).items()]
     verdicts = {v["name"]: v for v in json.loads(
         run_in_vllm_venv(vllm_venv, vllm_env, "vllm_accepts.py", json.dumps(cases)).splitlines()[-1])}
     for name, engine in configs.items():
@@ -193,8 +229,8 @@ def test_vllm_accepts_every_config_we_render(vllm_venv: VllmVenv, vllm_env: dict
         assert (v["method"], v["num_speculative_tokens"]) == (spec["method"], spec["num_speculative_tokens"])
         schedule = spec.get("num_speculative_tokens_per_batch_size")
         assert v["schedule"] == schedule, f"{name}: vLLM read schedule {v['schedule']}"
-    assert not verdicts["refused"]["ok"]
-    assert "enable_adaptive_k" in verdicts["refused"]["error"]
+    assert not verdicts["invented-key"]["ok"] and "enable_adaptive_k" in verdicts["invented-key"]["error"]
+    assert not verdicts["mtp-on-llama"]["ok"] and "mtp" in verdicts["mtp-on-llama"]["error"]
 
 
 # Keys speculative.py knows from vLLM 0.33 that the 0.32 CPU build does not have yet.
