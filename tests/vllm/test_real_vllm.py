@@ -6,9 +6,8 @@ import json
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
