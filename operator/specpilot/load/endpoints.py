@@ -80,8 +80,8 @@ def ready_endpoints(service: Mapping[str, Any], pods: list[Mapping[str, Any]]) -
         if port is None:
             continue
         label = meta.get("name", pod["status"]["podIP"])
-        if TRACK_LABEL in labels:
-            label += f" ({labels[TRACK_LABEL]}, N={labels.get(N_LABEL, '?')})"
+        if TRACK_LABEL in labels:  # track and N first: pod names are long and tables narrow
+            label = f"{labels[TRACK_LABEL]} N={labels.get(N_LABEL, '?')} {label}"
         out.append(Endpoint(f"http://{pod['status']['podIP']}:{port}", label))
     return sorted(out, key=lambda e: e.label)
 

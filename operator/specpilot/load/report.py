@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -72,9 +73,11 @@ def summarize(results: list[RequestResult], elapsed_s: float) -> Summary:
 
 
 def render(summary: Summary, console: Console) -> None:
-    table = Table(title=f"specpilot load: {summary.elapsed_s:.1f} s (latencies in ms)")
-    for col in ("target", "reqs", "share", "errors", "tokens", "tok/s", "TPOT p50", "TPOT p99", "TTFT p50"):
-        table.add_column(col, justify="left" if col == "target" else "right")
+    # Fits 80 columns: short headers, no vertical rules; a long pod name gives way, numbers never do.
+    table = Table(title=f"specpilot load: {summary.elapsed_s:.1f} s (latencies in ms)", box=box.SIMPLE_HEAD)
+    table.add_column("target", overflow="ellipsis", no_wrap=True, max_width=20)
+    for col in ("reqs", "share", "err", "tokens", "tok/s", "TPOT50", "TPOT99", "TTFT50"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
@@ -82,7 +85,7 @@ def render(summary: Summary, console: Console) -> None:
     rows = [*summary.endpoints, summary.total] if len(summary.endpoints) > 1 else [summary.total]
     for i, row in enumerate(rows):
         table.add_row(row.target if row.target != "all" else "[bold]all[/bold]", str(row.requests),
-                      f"{row.share:.0%}", str(row.errors), str(row.output_tokens), f"{row.tokens_per_s:.1f}",
+                      f"{row.share:.0%}", str(row.errors), str(row.output_tokens), f"{row.tokens_per_s:.0f}",
                       fmt(row.tpot_p50_ms), fmt(row.tpot_p99_ms), fmt(row.ttft_p50_ms),
                       end_section=i == len(rows) - 2)
     console.print(table)
