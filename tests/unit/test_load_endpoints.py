@@ -37,7 +37,7 @@ def test_ready_selected_pods_are_endpoints_at_the_named_target_port() -> None:
             pod("other-a", "127.0.0.16", "stable", 3, deployment="other")]
     eps = ready_endpoints(SERVICE, pods)
     assert sorted(e.url for e in eps) == ["http://127.0.0.11:8000", "http://127.0.0.12:8000", "http://127.0.0.13:8000"]
-    assert eps[2].label == "canary N=5 chat-canary-a"
+    assert {e.url: e.label for e in eps}["http://127.0.0.13:8000"] == "canary N=5 chat-canary-a"
 
 
 def test_a_numeric_target_port_is_used_as_is() -> None:
