@@ -38,7 +38,7 @@ EXIT_NOT_FOUND = 127
 _PR_SET_PDEATHSIG = 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("serve", help="validate engine.json and run vLLM with it",
                               description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True, type=Path, help="path of engine.json (an EngineConfig)")

@@ -9,7 +9,8 @@ the quantities of FACTS §3 off either.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -119,7 +120,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
             elif set(sample.labels) <= _SUMMED_LABELS:
                 scalars[name] += sample.value
     known = _COUNTER_FIELDS | _GAUGE_FIELDS
-    values = {attr: scalars.get(name, 0.0) for name, attr in known.items()}
+    values: dict[str, Any] = {attr: scalars.get(name, 0.0) for name, attr in known.items()}
     return Snapshot(
         **values,
         accepted_per_pos=_vector(per_pos[SPEC_ACCEPTED_PER_POS]),
@@ -149,8 +150,8 @@ def delta(prev: Snapshot, cur: Snapshot) -> Snapshot:
     """
     if _restarted(prev, cur):
         return replace(cur, reset=True)
-    counts = {attr: getattr(cur, attr) - getattr(prev, attr) for attr in _COUNTER_FIELDS.values()}
-    vectors: dict[str, tuple[float, ...] | None] = {}
+    counts: dict[str, Any] = {attr: getattr(cur, attr) - getattr(prev, attr) for attr in _COUNTER_FIELDS.values()}
+    vectors: dict[str, Any] = {}
     for attr in _PER_POS_FIELDS.values():
         a, b = getattr(prev, attr), getattr(cur, attr)
         # A vector that appears (plugin turned on, speculation started counting) counts from zero.
