@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from specpilot import render
@@ -31,6 +32,14 @@ def _contains(live: Any, want: Any) -> bool:
     if isinstance(want, list):
         return isinstance(live, list) and len(live) == len(want) and all(_contains(a, b) for a, b in zip(live, want))
     return live == want
+
+
+def _printed(table: str) -> dict[str, str]:
+    """The first row of `kubectl get` output by column header (headers may contain spaces)."""
+    header, row = table.splitlines()[:2]
+    starts = [m.start() for m in re.finditer(r"(?<=\s{2})\S|^\S", header)]
+    bounds = list(zip(starts, starts[1:] + [None]))
+    return {header[a:b].strip(): row[a:b].strip() for a, b in bounds}
 
 
 def _children(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
@@ -65,9 +74,10 @@ def test_apply_creates_the_rendered_children_and_reports_ready(cluster: Cluster,
     assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == [pods[0]["status"]["podIP"]]
 
     # Printer columns show real values.
-    table = cluster.kubectl("get", "sd", "-n", ns, name).stdout.splitlines()
-    row = dict(zip(table[0].split(), table[1].split()))
-    assert (row["METHOD"], row["N"], row["PHASE"]) == ("eagle3", str(status["numSpeculativeTokens"]), "Running")
+    printed = cluster.kubectl("get", "sd", "-n", ns, name).stdout
+    row = _printed(printed)
+    assert (row.get("METHOD"), row.get("N"), row.get("PHASE")) == \
+        ("eagle3", str(status["numSpeculativeTokens"]), "Running"), printed
     described = cluster.kubectl("describe", "sd", "-n", ns, name).stdout
     assert "Created" in described and f"created Deployment {name}" in described
 

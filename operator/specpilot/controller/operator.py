@@ -22,6 +22,9 @@ from specpilot.controller.reconcile import Reconciler
 log = logging.getLogger(__name__)
 
 FINALIZER = "specpilot.io/finalizer"
+# Kopf leaves annotations under this prefix out of the diffs that trigger on.update, so it must not be
+# specpilot.io: the pause annotation lives there and its removal has to trigger a reconcile.
+KOPF_PREFIX = "kopf.specpilot.io"
 
 
 @dataclass
@@ -68,9 +71,9 @@ def _connection(kube: Kube) -> kopf.ConnectionInfo:
 def _configure(settings: kopf.OperatorSettings) -> None:
     settings.peering.standalone = True  # leadership comes from the Lease, see leader.py
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="specpilot.io")
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="specpilot.io", key="last-handled-configuration")
+        prefix=KOPF_PREFIX, key="last-handled-configuration")
     # Kopf would post an Event for every handler run; the reconciler posts the ones that say something.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
@@ -98,12 +101,14 @@ async def run_operator(opts: OperatorOptions) -> int:
     def _login(**_: object) -> kopf.ConnectionInfo:
         return _connection(kube)
 
-    stop = asyncio.Event()
-    operator = asyncio.create_task(kopf.operator(
-        registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces,
-        stop_flag=stop))
-    waiters: set[asyncio.Task[None]] = {operator}
+    # Created before Kopf starts: Kopf treats every task born after its start as its own and waits for
+    # them at shutdown, which would hold the exit for its 5-second grace period.
     holder = asyncio.create_task(elector.hold()) if elector else None
+    operator = asyncio.create_task(kopf.operator(
+        registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces))
+    # No stop_flag: Kopf stops on SIGINT/SIGTERM itself, and a lost lease cancels it (below). Kopf leaves
+    # its stop-flag waiter task pending at exit, which would cost its 5-second grace period.
+    waiters: set[asyncio.Task[None]] = {operator}
     if holder:
         waiters.add(holder)
     code = 0
@@ -113,7 +118,7 @@ async def run_operator(opts: OperatorOptions) -> int:
             log.error("%s; stopping so that only the new leader acts", holder.exception())
             code = 1
     finally:
-        stop.set()
+        operator.cancel()
         if holder:
             holder.cancel()
         await asyncio.gather(operator, return_exceptions=True)

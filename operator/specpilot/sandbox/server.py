@@ -182,6 +182,8 @@ class ApiServer:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on a collection")
         if sub == "scale":
             return await self._scale(request, rtype, namespace, name)
+        if method == "GET" and sub is None:
+            return self._list_response(request, rtype, [store.get(rtype, namespace, name)], single=True)
         if method == "GET":
             return _json(store.get(rtype, namespace, name))
         if method == "PUT":
@@ -202,10 +204,14 @@ class ApiServer:
             return _json(obj)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
 
-    def _list_response(self, request: web.Request, rtype: ResourceType, items: list[dict[str, Any]]) -> web.Response:
+    def _list_response(self, request: web.Request, rtype: ResourceType, items: list[dict[str, Any]],
+                       single: bool = False) -> web.Response:
+        """A list, or one object; as a Table when kubectl asks for server-side printing."""
         rv = str(self.store.rv)
         if "as=Table" in request.headers.get("Accept", ""):
             return _json(to_table(rtype, items, rv, request.query.get("includeObject", "PartialObjectMetadata")))
+        if single:
+            return _json(items[0])
         return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
                       "metadata": {"resourceVersion": rv}, "items": items})
 
