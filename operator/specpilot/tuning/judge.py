@@ -2,11 +2,17 @@
 
 The metric is the canary's goodput over the stable's at the round's load mix, split as FACTS §3 advises:
 
-    log R = mean_w log(L_canary,w / L_stable,w)            tokens per step from counters, paired by window
-          + log( sum_B w_B B / t(N_c, B) ) - log( sum_B w_B B / t(N_s, B) )   step-time model (kappa posterior)
+    log R = mean_w log(L_canary,w / L_stable,w)        tokens per step from counters, paired by window
+          + log sum_B w_B B / t(N_c, B)
+          - log sum_B w_B B / t(N_s, B)                  step-time model (kappa posterior)
+          - delta                                        this pair's measured departure from the model
 
 Tokens per step are precise; pairing stable and canary windows cancels the traffic mix they share. The
 step-time term's uncertainty is the kappa posterior's, which the canary's own paired step times narrow.
+delta guards against a step-time model that is wrong in shape for this pair of N (a GPU that saturates
+earlier than the H200, a drafter that costs more at depth): the paired windows' log step ratios minus the
+model's prediction, shrunk towards 0 with a prior of sd DELTA_PRIOR_SD, so a canary that is measurably
+slower than the model says cannot be promoted on the model's word.
 
 Decision at confidence c and margin m, looked at after every window. Both parts are posteriors (kappa on
 its grid; the paired tokens-per-step ratio with a weak prior on its spread), and a posterior probability
@@ -35,6 +41,10 @@ MIN_WINDOWS = 2
 # Weak prior on the per-window spread of log(L_c / L_s), so two windows cannot look spuriously certain.
 PAIR_PRIOR_SD = 0.01
 PAIR_PRIOR_DOF = 2.0
+# How far one pair's step-time ratio may depart from the model's shape, a priori (log scale).
+DELTA_PRIOR_SD = 0.04
+# Weak prior on the per-window noise of a paired log step-time ratio.
+STEP_NOISE_PRIOR_SD = 0.05
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,24 @@ def step_term(model: StepModel, n_canary: int, n_stable: int, loads: Sequence[fl
     return mean, float((model.weights * (term - mean) ** 2).sum())
 
 
+def model_departure(pairs: Sequence[tuple[WindowRecord, WindowRecord]], model: StepModel) -> tuple[float, float]:
+    """Posterior mean and variance of delta: how much slower (log) the canary runs than the model predicts."""
+    resid = []
+    for s, c in pairs:
+        if not (s.step_s and c.step_s):
+            continue
+        load = (s.load + c.load) / 2
+        predicted = np.log1p(KAPPA_GRID * model.overhead(c.n, load)) - np.log1p(KAPPA_GRID * model.overhead(s.n, load))
+        resid.append(math.log(c.step_s / s.step_s) - float((model.weights * predicted).sum()))
+    if not resid:
+        return 0.0, DELTA_PRIOR_SD ** 2
+    r = np.array(resid)
+    m = len(r)
+    noise = (((r - r.mean()) ** 2).sum() + PAIR_PRIOR_DOF * STEP_NOISE_PRIOR_SD ** 2) / (m - 1 + PAIR_PRIOR_DOF)
+    precision = m / noise + 1.0 / DELTA_PRIOR_SD ** 2
+    return float(r.sum() / noise / precision), 1.0 / precision
+
+
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], model: StepModel,
           loads: Sequence[float], objective: str, margin: float, confidence: float,
           max_windows: int) -> Verdict:
@@ -92,8 +120,9 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], model:
     d = np.array([math.log(c.tokens_per_step / s.tokens_per_step) for s, c in pairs])
     var_d = (((d - d.mean()) ** 2).sum() + PAIR_PRIOR_DOF * PAIR_PRIOR_SD ** 2) / (m - 1 + PAIR_PRIOR_DOF)
     t_mean, t_var = step_term(model, n_c, n_s, loads, objective)
-    mu = float(d.mean()) + t_mean
-    sd = math.sqrt(var_d / m + t_var)
+    delta, delta_var = model_departure(pairs, model)
+    mu = float(d.mean()) + t_mean - delta
+    sd = math.sqrt(var_d / m + t_var + delta_var)
     z = NormalDist().inv_cdf(confidence)
     lo, hi = mu - z * sd, mu + z * sd
     target = math.log1p(margin)

@@ -28,6 +28,9 @@ from .transfer import known
 
 # Stable windows at the current N needed before the first plan of a round.
 OBSERVE_WINDOWS = 2
+# Windows of load seen in a round before it may converge: the best N depends on the load mix, and two
+# windows may not have seen it yet (a canary can start earlier: it is itself a way to learn).
+CONVERGE_WINDOWS = 6
 # A round ends (action stop) when it has spent this many canaries or windows without converging.
 MAX_CANARIES_PER_ROUND = 8
 MAX_WINDOWS_PER_ROUND = 48
@@ -73,6 +76,12 @@ def _loads(state: TunerState) -> list[float]:
     return [r.load for r in state.records if r.track == "stable"][-LOADS_KEPT:]
 
 
+def _share(tuning: Tuning, obs: Observations) -> float:
+    """Fraction of traffic a canary takes (traffic splits by replicas)."""
+    stable_pods = obs.stable.desired_pods if obs.stable else 1
+    return tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
+
+
 def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
     state.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
                "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers})
@@ -85,10 +94,11 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return Action("hold", state.stable_n, "observing the stable track")
     if state.canaries_in_round >= MAX_CANARIES_PER_ROUND:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
-    stable_pods = obs.stable.desired_pods if obs.stable else 1
-    share = tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
     p = plan(state.method, state.records, _model(state), candidates(state, tuning), state.stable_n,
-             _loads(state), tuning.objective, tuning.promotion_margin, share, exclude=state.tried)
+             _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
+             exclude=state.tried)
+    if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
+        return Action("hold", state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
         return _converge(state, tuning, now, f"no candidate worth a canary (best N={p.best_n})",
                          numbers=p.to_json())
@@ -103,9 +113,9 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
 
 def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: bool = False,
               numbers: dict[str, Any] | None = None) -> Action:
-    stable = [r for r in state.records if r.track == "stable" and r.n == state.stable_n]
-    state.reference = {**drift.reference(stable or state.records), "since_seq": float(state.seq)}
+    state.reference = None  # set from the steady state that follows (see _converged)
     state.converged_at = now
+    state.converged_seq = state.seq
     numbers = dict(numbers or {})
     if tuning.mode == "schedule":
         proposal = propose(state.method, state.records, _model(state), candidates(state, tuning),
@@ -161,9 +171,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     # that N compete against c with the margin, and the margin would hide the remaining gain). When that
     # N may plausibly be ahead (probability above 1 - confidence), keep analysing while windows remain:
     # the paired step times sharpen the step-time model, which is what separates neighbours.
-    share = tuning.canary.replicas / (tuning.canary.replicas + max(obs.stable.desired_pods, 1))
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
-             tuning.objective, tuning.promotion_margin, share, exclude=state.tried)
+             tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried)
     numbers["plan"] = p.to_json()
     measured = known(state.method, state.records)
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
@@ -212,7 +221,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
         return st, Action("stop", st.stable_n, "tuning disabled")
     _record_window(st, obs)
     if st.phase == "converged":
-        return st, _converged(st, tuning, now)
+        return st, _converged(st, tuning, obs, now)
     if st.windows_in_round > MAX_WINDOWS_PER_ROUND:
         st.canary_n = None
         return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
@@ -232,19 +241,26 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
     return st, _observe(st, tuning, obs, now)
 
 
-def _converged(state: TunerState, tuning: Tuning, now: float) -> Action:
-    ref = state.reference
-    if ref is None:
-        return Action("hold", state.stable_n, "converged")
-    since = int(ref.get("since_seq", 0))
-    recent = [r for r in state.records if r.track == "stable" and r.seq > since and r.n == state.stable_n]
-    reason = drift.detect(ref, recent)
-    cooled = state.converged_at is None or now - state.converged_at >= duration_seconds(tuning.cooldown)
-    if reason is None or not cooled:
-        return Action("hold", state.stable_n, reason or "converged")
-    # Acceptance or load moved: what was learnt about survival is stale; the step-time model is not.
-    keep = recent[-drift.ACCEPTANCE_WINDOWS:]
-    state.records = keep
+def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
+    """Hold, watching for drift: acceptance moving (survival data stale), or the load mix moving so far
+    that the planner finds a canary worth it again. Either starts a new round after the cooldown."""
+    recent = [r for r in state.records if r.track == "stable" and r.n == state.stable_n
+              and r.seq > (state.converged_seq or 0)]
+    if state.reference is None and len(recent) >= drift.REFERENCE_WINDOWS:
+        state.reference = drift.reference(recent[:drift.REFERENCE_WINDOWS])
+    if state.converged_at is not None and now - state.converged_at < duration_seconds(tuning.cooldown):
+        return Action("hold", state.stable_n, "converged (cooldown)")
+    reason = drift.detect(state.reference, recent[drift.REFERENCE_WINDOWS:]) if state.reference else None
+    if reason:
+        # What was learnt about survival is stale; the step-time model is not.
+        state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
+    else:
+        p = plan(state.method, state.records, _model(state), candidates(state, tuning), state.stable_n,
+                 _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
+                 exclude=state.tried)
+        if p.next_canary is None:
+            return Action("hold", state.stable_n, "converged")
+        reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
     state.canaries_in_round = 0
     state.windows_in_round = 0

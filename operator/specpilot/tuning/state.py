@@ -39,6 +39,7 @@ class TunerState:
     pairs: list[Pair] = field(default_factory=list)
     reference: dict[str, float] | None = None  # stable's numbers at convergence, for drift
     converged_at: float | None = None
+    converged_seq: int | None = None
     schedule: dict[str, Any] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -62,6 +63,7 @@ class TunerState:
             records=[WindowRecord.from_json(r) for r in s.get("records", [])],
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
+            converged_seq=s.get("convergedSeq"),
             schedule=s.get("schedule"), history=list(s.get("history", [])))
 
     def to_status(self) -> dict[str, Any]:
@@ -74,6 +76,7 @@ class TunerState:
             "phaseSince": self.phase_since, "analysisFromSeq": self.analysis_from_seq,
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,
+            "convergedSeq": self.converged_seq,
             "schedule": self.schedule, "history": copy.deepcopy(self.history),
         }
 
