@@ -21,9 +21,14 @@ class KubeError(Exception):
         self.status, self.reason, self.message = status, reason, message
 
 
+# Reconciles run in this many threads at once; each needs its own pooled connection.
+CONCURRENCY = 24
+
+
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
     """In-cluster config when running in a pod and no kubeconfig is given, else the kubeconfig."""
     cfg = client.Configuration()
+    cfg.connection_pool_maxsize = CONCURRENCY
     if kubeconfig is None:
         try:
             config.load_incluster_config(client_configuration=cfg)

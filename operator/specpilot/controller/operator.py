@@ -8,13 +8,14 @@ import logging
 import os
 import socket
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import kopf
 
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
-from specpilot.controller.kube import Kube, load_api_client
+from specpilot.controller.kube import CONCURRENCY, Kube, load_api_client
 from specpilot.controller.leader import LeaderLost, LeaseElector
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
@@ -81,6 +82,8 @@ def _configure(settings: kopf.OperatorSettings) -> None:
 
 
 async def run_operator(opts: OperatorOptions) -> int:
+    # Reconciles block on HTTP in threads; the default executor (CPUs + 4) would queue them behind each other.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(CONCURRENCY, "reconcile"))
     api_client = load_api_client(opts.kubeconfig, opts.context)
     kube = Kube(api_client)
     identity = opts.identity or _identity()

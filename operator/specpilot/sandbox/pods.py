@@ -139,6 +139,7 @@ class PodRunner:
     # ---- one reconciliation pass ------------------------------------------------------------------
 
     def sync(self) -> None:
+        self._index()
         for deploy in self.store.all_objects(self._type("deploy")):
             if not deploy["metadata"].get("deletionTimestamp"):
                 self._sync_deployment(deploy)
@@ -151,9 +152,23 @@ class PodRunner:
                 self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
         self._sync_endpoints()
 
+    def _index(self) -> None:
+        """Controlled objects by owner uid, built once per pass: the pass stays linear in the objects."""
+        self._owned: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for key in ("rs", "pod"):
+            for obj in self.store.all_objects(self._type(key)):
+                for ref in obj["metadata"].get("ownerReferences") or []:
+                    if ref.get("controller"):
+                        self._owned.setdefault((key, ref["uid"]), []).append(obj)
+
     def _children(self, key: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = owner["metadata"]["uid"]
-        return [o for o in self.store.list(self._type(key), owner["metadata"]["namespace"]) if _owned_by(o, uid)]
+        """Current versions of what `owner` controls (the index may hold versions this pass replaced)."""
+        out = []
+        for obj in self._owned.get((key, owner["metadata"]["uid"]), []):
+            current = self.store.by_uid(obj["metadata"]["uid"])
+            if current is not None:
+                out.append(current)
+        return out
 
     def _write_status(self, key: str, obj: dict[str, Any], status: dict[str, Any]) -> None:
         if obj.get("status") != status:
@@ -336,8 +351,11 @@ class PodRunner:
 
     def _sync_endpoints(self) -> None:
         svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
-        pods = [p for p in self.store.all_objects(self._type("pod")) if not p["metadata"].get("deletionTimestamp")
-                and (p.get("status") or {}).get("podIP")]
+        by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for p in self.store.all_objects(self._type("pod")):
+            if not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("podIP"):
+                for k, v in (p["metadata"].get("labels") or {}).items():
+                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
         live = set()
         for svc in self.store.all_objects(svc_type):
             selector = (svc.get("spec") or {}).get("selector")
@@ -346,8 +364,9 @@ class PodRunner:
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             live.add((ns, name))
             match = selector_from_match({"matchLabels": selector})
-            members = sorted((p for p in pods if p["metadata"]["namespace"] == ns
-                              and match(p["metadata"].get("labels") or {})), key=lambda p: p["metadata"]["name"])
+            first = next(iter(selector.items()))
+            members = sorted((p for p in by_label.get((ns, *first), []) if match(p["metadata"].get("labels") or {})),
+                             key=lambda p: p["metadata"]["name"])
             ports = [self._port(svc_port, members) for svc_port in svc["spec"].get("ports") or []]
             self._put(ep_type, ns, name, self._endpoints(svc, members, ports))
             slice_name = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:5]}"
@@ -407,5 +426,7 @@ class PodRunner:
         except ApiError:
             self.store.create(rtype, ns, desired)
             return
-        body = {**desired, "metadata": {**current["metadata"], **desired["metadata"]}}
-        self.store.replace(rtype, ns, name, body)
+        meta = {**current["metadata"], **desired["metadata"]}
+        if meta == current["metadata"] and all(current.get(k) == v for k, v in desired.items() if k != "metadata"):
+            return  # unchanged: skip the copy and compare the store would do
+        self.store.replace(rtype, ns, name, {**desired, "metadata": meta})
