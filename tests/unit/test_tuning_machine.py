@@ -205,3 +205,12 @@ def test_schedule_mode_proposes_a_schedule_at_convergence() -> None:
     entries = sched["num_speculative_tokens_per_batch_size"]
     assert entries[0][0] == 1 and all(0 <= e[2] <= sched["num_speculative_tokens"] for e in entries)
     assert sched["gain_pct"] >= 0.0
+
+
+def test_canary_without_comparable_windows_is_given_up() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="analysing")
+    # The canary pods run another N than asked: nothing they report is comparable.
+    dep.canary_n = 1 if state.canary_n != 1 else 2
+    state, actions = run(dep, state, windows=14)
+    assert any(a.kind == "rollback" and "comparable" in a.reason for a in actions)

@@ -160,6 +160,9 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
               tuning.canary.windows)
     numbers: dict[str, Any] = {"verdict": v.to_json(), "kappa": round(model.kappa_mean(), 4),
                                "kappa_sd": round(model.kappa_sd(), 4)}
+    if v.decision == "continue" and state.seq - since + 1 >= 2 * tuning.canary.windows:
+        # Windows go by but the canary yields no comparable data (no traffic, wrong N): give up on it.
+        return _rollback(state, now, f"only {v.windows} comparable windows in {state.seq - since + 1}", numbers)
     if v.decision == "continue":
         return Action("keep_analysing", state.canary_n, v.reason)
     if v.decision == "rollback":
@@ -215,9 +218,11 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
     """Advance the tuner by one window. Pure: returns a new state and the action for the controller."""
     st = state.copy()
     if not tuning.enabled:
+        # Drop any canary; when tuning is enabled again, it resumes by observing the stable track.
         st.canary_n = None
-        if st.phase != "converged":
-            st.enter("converged", now)
+        st.analysis_from_seq = None
+        if st.phase not in ("observing", "converged"):
+            st.enter("observing", now)
         return st, Action("stop", st.stable_n, "tuning disabled")
     _record_window(st, obs)
     if st.phase == "converged":
