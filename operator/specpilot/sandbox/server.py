@@ -152,7 +152,10 @@ class ApiServer:
             except (ValueError, IndexError) as exc:
                 raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
         if "yaml" in request.content_type:
-            return yaml.safe_load(raw)
+            try:
+                return json.loads(raw)  # most clients send apply patches as JSON, which is valid YAML
+            except json.JSONDecodeError:
+                return yaml.safe_load(raw)
         return json.loads(raw)
 
     async def _resource(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
