@@ -1,0 +1,129 @@
+"""The emulated API server behaves as kubectl and the Kubernetes client expect (no operator needed)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+import pytest
+from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
+from kubernetes import client, config, watch
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("bare"))
+    try:
+        yield c
+    finally:
+        stop_cluster(c)
+
+
+def _api(c: Cluster) -> client.ApiClient:
+    return config.new_client_from_config(str(c.kubeconfig))
+
+
+def test_kubectl_discovers_explains_and_describes_the_crd(bare: Cluster) -> None:
+    resources = bare.kubectl("api-resources").stdout
+    assert "speculativedeployments" in resources and "specpilot.io/v1alpha1" in resources
+    explained = bare.kubectl("explain", "speculativedeployment.spec.speculative.numSpeculativeTokens").stdout
+    assert "num_speculative_tokens" in explained and "<integer>" in explained
+    bare.kubectl("create", "namespace", "explain")
+    bare.kubectl("create", "configmap", "plain", "-n", "explain", "--from-literal=a=b")
+    described = bare.kubectl("describe", "configmap", "plain", "-n", "explain").stdout
+    assert "Name:" in described and "plain" in described
+    assert bare.kubectl("delete", "configmap", "plain", "-n", "explain").returncode == 0
+    assert bare.get("configmap", "-n", "explain", "plain") is None
+
+
+def test_unknown_fields_are_refused_under_kubectl_strict_validation(bare: Cluster) -> None:
+    bare.kubectl("create", "namespace", "strict")
+    manifest = """
+apiVersion: specpilot.io/v1alpha1
+kind: SpeculativeDeployment
+metadata: {name: typo}
+spec:
+  model: m
+  speculative: {method: ngram, numSpeculativeToken: 3}
+"""
+    done = bare.apply(manifest, "strict")
+    assert done.returncode != 0 and 'unknown field "spec.speculative.numSpeculativeToken"' in done.stderr
+
+
+def test_watch_resumes_from_a_resource_version_without_losing_events(bare: Cluster) -> None:
+    core = client.CoreV1Api(_api(bare))
+    core.create_namespace({"metadata": {"name": "watching"}})
+    listed = core.list_namespaced_config_map("watching")
+    names = [f"cm-{i}" for i in range(30)]
+
+    def writer() -> None:
+        for name in names:
+            core.create_namespaced_config_map("watching", {"metadata": {"name": name, "labels": {"w": "1"}}})
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen: list[str] = []
+    stream = watch.Watch()
+    for event in stream.stream(core.list_namespaced_config_map, "watching", label_selector="w=1",
+                               resource_version=listed.metadata.resource_version, timeout_seconds=30):
+        seen.append(event["object"].metadata.name)
+        if len(seen) == len(names):
+            stream.stop()
+    thread.join()
+    assert seen == names
+    # Resuming from the middle replays exactly the rest.
+    middle = core.read_namespaced_config_map(names[14], "watching").metadata.resource_version
+    rest = [e["object"].metadata.name for e in watch.Watch().stream(
+        core.list_namespaced_config_map, "watching", resource_version=middle, timeout_seconds=1)]
+    assert rest == names[15:]
+
+
+def test_owner_references_finalizers_and_generate_name(bare: Cluster) -> None:
+    core = client.CoreV1Api(_api(bare))
+    core.create_namespace({"metadata": {"name": "gc"}})
+    owner = core.create_namespaced_config_map("gc", {"metadata": {"generateName": "owner-"}})
+    assert owner.metadata.name.startswith("owner-") and len(owner.metadata.name) > len("owner-")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid}
+    core.create_namespaced_config_map("gc", {"metadata": {"name": "child", "ownerReferences": [ref],
+                                                          "finalizers": ["example.com/hold"]}})
+    core.delete_namespaced_config_map(owner.metadata.name, "gc")
+    # The dependent is being deleted, but its finalizer holds it until removed.
+    held = wait_for("deletionTimestamp on the child",
+                    lambda: (c := core.read_namespaced_config_map("child", "gc")).metadata.deletion_timestamp and c)
+    assert held.metadata.finalizers == ["example.com/hold"]
+    core.patch_namespaced_config_map("child", "gc", {"metadata": {"finalizers": None}})
+    assert bare.get("configmap", "-n", "gc", "child") is None
+
+
+def test_deployment_rolls_pods_by_template_hash_and_fills_endpoints(bare: Cluster) -> None:
+    bare.kubectl("create", "namespace", "roll")
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: "web:1", ports: [{name: http, containerPort: 8000}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: http}]
+"""
+    assert bare.apply(manifest, "roll").returncode == 0
+    assert bare.kubectl("rollout", "status", "deployment/web", "-n", "roll", "--timeout=60s").returncode == 0
+    assert bare.apply(manifest.replace("web:1", "web:2"), "roll").returncode == 0
+    assert bare.kubectl("rollout", "status", "deployment/web", "-n", "roll", "--timeout=60s").returncode == 0
+    pods = wait_for("only new pods", lambda: (ps := bare.items("pods", "-n", "roll")) and len(ps) == 2
+                    and {p["spec"]["containers"][0]["image"] for p in ps} == {"web:2"} and ps)
+    ips = sorted(p["status"]["podIP"] for p in pods)
+    assert all(ip.startswith("127.") for ip in ips)
+    endpoints = wait_for("endpoints of the new pods", lambda: (e := bare.get("endpoints", "-n", "roll", "web"))
+                         and sorted(a["ip"] for a in e["subsets"][0].get("addresses", [])) == ips and e)
+    assert endpoints["subsets"][0]["ports"][0]["port"] == 8000
+    assert len(bare.items("rs", "-n", "roll")) == 2
