@@ -58,20 +58,30 @@ OTHER = {"namespace": "serving", "deployment": "gemma"}
 
 
 def _accepted_length_case() -> dict[str, Any]:
-    stable = {**DEP, "track": "stable"}
-    quiet = {**OTHER, "track": "stable"}
-    # 10 drafts/s throughout; accepted draft tokens per draft 2.0 for 90 minutes, then 1.0 (L 3 -> 2).
-    # OTHER drops the same way at 0.5 drafts/s, too little traffic to alert on.
+    n = op.LABEL_NUM_SPECULATIVE_TOKENS
+    stable = {**DEP, "track": "stable", n: "4"}
+    quiet = {**OTHER, "track": "stable", n: "4"}
+    promoted_from = {"namespace": "serving", "deployment": "llama", "track": "stable", n: "7"}
+    promoted_to = {**promoted_from, n: "3"}
+    model = {vm.LABEL_MODEL: "m"}
     return {"interval": "1m", "input_series": [
-        _series(counter(vm.SPEC_DRAFTS), "0+600x150", **stable, pod="qwen-0", **{vm.LABEL_MODEL: "qwen"}),
-        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "0+1200x90 108000+600x60", **stable, pod="qwen-0",
-                **{vm.LABEL_MODEL: "qwen"}),
-        _series(counter(vm.SPEC_DRAFTS), "0+30x150", **quiet, pod="gemma-0", **{vm.LABEL_MODEL: "gemma"}),
-        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "0+60x90 5400+30x60", **quiet, pod="gemma-0",
-                **{vm.LABEL_MODEL: "gemma"}),
+        # 10 drafts/s throughout; accepted draft tokens per draft 2.0 for 90 minutes, then 1.0 (L 3 -> 2).
+        _series(counter(vm.SPEC_DRAFTS), "0+600x150", **stable, pod="qwen-0", **model),
+        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "0+1200x90 108000+600x60", **stable, pod="qwen-0", **model),
+        # The same drop at 0.5 drafts/s: too little traffic to alert on.
+        _series(counter(vm.SPEC_DRAFTS), "0+30x150", **quiet, pod="gemma-0", **model),
+        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "0+60x90 5400+30x60", **quiet, pod="gemma-0", **model),
+        # A promotion from N=7 (L 4) to N=3 (L 2.5) at 90 minutes: new pods, a new baseline, no alert.
+        _series(counter(vm.SPEC_DRAFTS), "0+600x90", **promoted_from, pod="llama-a", **model),
+        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "0+1800x90", **promoted_from, pod="llama-a", **model),
+        _series(counter(vm.SPEC_DRAFTS), "_x90 0+600x60", **promoted_to, pod="llama-b", **model),
+        _series(counter(vm.SPEC_ACCEPTED_TOKENS), "_x90 0+900x60", **promoted_to, pod="llama-b", **model),
     ], "alert_rule_test": [
         {"eval_time": "85m", "alertname": "SpecpilotAcceptedLengthDropped", "exp_alerts": []},
         {"eval_time": "110m", "alertname": "SpecpilotAcceptedLengthDropped",
+         "exp_alerts": [_expected("SpecpilotAcceptedLengthDropped", stable, "1.00")]},
+        # Long enough after the promotion that a per-deployment baseline would have fired for llama.
+        {"eval_time": "120m", "alertname": "SpecpilotAcceptedLengthDropped",
          "exp_alerts": [_expected("SpecpilotAcceptedLengthDropped", stable, "1.00")]},
     ]}
 

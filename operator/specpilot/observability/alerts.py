@@ -17,6 +17,9 @@ from specpilot_runtime import vllm_metrics as vm
 from .promql import BY_TRACK, counter, mean_accepted_length, rate_sum
 
 BY_DEPLOYMENT = f"{op.LABEL_NAMESPACE}, {op.LABEL_DEPLOYMENT}"
+# Per N as well: a promotion to a lower N lowers the mean accepted length by design, and must start a
+# new baseline rather than look like a drop.
+BY_TRACK_AND_N = f"{BY_TRACK}, {op.LABEL_NUM_SPECULATIVE_TOKENS}"
 
 # Recorded so the drop alert can compare the current level with its own recent history.
 MEAN_ACCEPTED_LENGTH_5M = "specpilot:vllm_mean_accepted_length:rate5m"
@@ -47,8 +50,8 @@ def _alert(name: str, expr: str, duration: str, severity: str, summary: str, des
 
 def _recording_rules() -> list[dict[str, Any]]:
     return [
-        {"record": MEAN_ACCEPTED_LENGTH_5M, "expr": mean_accepted_length("", BY_TRACK, "5m")},
-        {"record": DRAFTS_5M, "expr": rate_sum(counter(vm.SPEC_DRAFTS), "", BY_TRACK, "5m")},
+        {"record": MEAN_ACCEPTED_LENGTH_5M, "expr": mean_accepted_length("", BY_TRACK_AND_N, "5m")},
+        {"record": DRAFTS_5M, "expr": rate_sum(counter(vm.SPEC_DRAFTS), "", BY_TRACK_AND_N, "5m")},
     ]
 
 
@@ -59,8 +62,8 @@ def _vllm_alerts() -> list[dict[str, Any]]:
             f"and {DRAFTS_5M} > {MIN_DRAFTS_PER_SECOND}")
     return [_alert(
         "SpecpilotAcceptedLengthDropped", drop, "10m", "warning",
-        "Mean accepted length of {{ $labels.namespace }}/{{ $labels.deployment }} ({{ $labels.track }}) "
-        "dropped sharply",
+        "Mean accepted length of {{ $labels.namespace }}/{{ $labels.deployment }} ({{ $labels.track }}, "
+        "N={{ $labels.num_speculative_tokens }}) dropped sharply",
         "Accepted draft tokens per step fell below "
         f"{round(ACCEPTED_LENGTH_DROP_RATIO * 100)}% of their level over the previous {BASELINE_WINDOW}; "
         "now {{ $value | printf \"%.2f\" }} extra tokens per step. The traffic or the draft changed: "
