@@ -33,6 +33,7 @@ LEADER = f"{PREFIX}_leader"
 TUNER_DECISIONS = f"{PREFIX}_tuner_decisions"
 TUNER_DECISIONS_TOTAL = f"{TUNER_DECISIONS}_total"
 # Gauge, labels (namespace, deployment): unix time of the latest tuning decision (any kind, hold included).
+# Remove the series when tuning is turned off or the object is deleted: the TunerStalled alert reads it.
 TUNER_LAST_DECISION_TIMESTAMP = f"{PREFIX}_tuner_last_decision_timestamp_seconds"
 # Gauge, labels (namespace, deployment, num_speculative_tokens): goodput (tokens/s) the tuner predicts
 # for each candidate N at the observed load; num_speculative_tokens="0" is the no-speculation estimate.
