@@ -69,7 +69,11 @@ def test_restarted_operator_creates_no_duplicates_and_keeps_status(fresh_cluster
     c.kubectl("patch", "sd", "-n", ns, changed, "--type", "merge",
               "-p", f'{{"spec":{{"speculative":{{"numSpeculativeTokens":{new_n}}}}}}}')
     wait_for("the change applied", lambda: _ready_at(c, ns, changed, new_n))
-    wait_for("the resync of the others", lambda: "reconciled" in again.logs() or True)
+    # The new operator resumed every object: each one reconciled and found its children as they should be.
+    others = [o["metadata"]["name"] for o in objs[1:]]
+    wait_for("the others resumed unchanged", lambda: all(
+        f'reconciles_total{{deployment="{n}",namespace="{ns}",result="unchanged"}}' in again.metrics()
+        for n in others))
 
     after = {(x["kind"], x["metadata"]["name"]): x["metadata"]["uid"] for x in c.items("deploy,cm,svc", "-n", ns)}
     assert after == children  # same objects: nothing deleted, nothing duplicated

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import sys
 from pathlib import Path
 
 from specpilot.sandbox.cluster import Sandbox
+from specpilot.sandbox.pods import PodRuntime
 
 DEFAULT_PORT = 16443
 DEFAULT_KUBECONFIG = Path(".specpilot") / "sandbox.kubeconfig"
@@ -26,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG})")
     p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
     p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
+    p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
+                   help="what runs behind each pod: a callable returning a PodRuntime (default: nothing, "
+                        "pods are Ready at once); see specpilot.sandbox.pods")
     p.set_defaults(func=_run)
 
 
@@ -36,7 +41,7 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    sandbox = Sandbox()
+    sandbox = Sandbox(load_runtime(args.pod_runtime) if args.pod_runtime else None)
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
@@ -72,6 +77,13 @@ async def serve(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError):
         os.unlink(kubeconfig)
     return code
+
+
+def load_runtime(spec: str) -> PodRuntime:
+    module, _, factory = spec.partition(":")
+    if not module or not factory:
+        raise SystemExit(f"specpilot sandbox: --pod-runtime wants MODULE:FACTORY, got {spec!r}")
+    return getattr(importlib.import_module(module), factory)()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,17 +3,19 @@ pod-template hash and roll from one to the next; ReplicaSets get pods; pods get 
 run whatever the PodRuntime starts for them, and are Ready while it says so; Services get Endpoints and
 EndpointSlices of their ready pods.
 
-PodRuntime is the seam for simulated engines: `start` is called once per pod with its IP (bind the
-container port there), `ready` is polled every probe period and drives the pod's Ready condition,
-`stop` is called when the pod goes away."""
+PodRuntime is the seam for simulated engines: `start` is called once per pod with a PodContext (its IP:
+bind the container ports there; the files its ConfigMap/Secret volumes mount), `ready` is polled every
+probe period and drives the pod's Ready condition, `stop` is called when the pod goes away."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specpilot.sandbox.errors import ApiError
@@ -29,29 +31,52 @@ NODE_NAME = "sandbox"
 WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
 
 
+@dataclass(frozen=True)
+class PodContext:
+    """What a PodRuntime gets about one pod, as a kubelet would see it."""
+
+    pod: dict[str, Any]
+    ip: str
+    # Files the pod's containers see from ConfigMap and Secret volumes: absolute path -> content.
+    files: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"]["namespace"])
+
+    def ports(self) -> dict[str, int]:
+        """Container ports by name (unnamed ones as "port-<number>")."""
+        return {p.get("name") or f"port-{p['containerPort']}": int(p["containerPort"])
+                for c in (self.pod.get("spec") or {}).get("containers") or [] for p in c.get("ports") or []}
+
+
 class PodRuntime(Protocol):
     """What runs behind each sandbox pod."""
 
-    async def start(self, pod: dict[str, Any], ip: str) -> None:
-        """Start the pod's process(es), bound to `ip` and the container ports. Raising fails the pod."""
+    async def start(self, ctx: PodContext) -> None:
+        """Start the pod's process(es), bound to ctx.ip and its container ports. Raising fails the pod."""
 
-    async def ready(self, pod: dict[str, Any], ip: str) -> bool:
-        """Whether the pod is Ready now (its readiness probe)."""
+    async def ready(self, ctx: PodContext) -> bool:
+        """Whether the pod is Ready now (its readiness probe); polled every probe period."""
 
-    async def stop(self, pod: dict[str, Any], ip: str) -> None:
+    async def stop(self, ctx: PodContext) -> None:
         """Stop what `start` started; the pod is gone."""
 
 
 class NoopRuntime:
     """Runs nothing: every pod is Ready as soon as it has an address."""
 
-    async def start(self, pod: dict[str, Any], ip: str) -> None:
+    async def start(self, ctx: PodContext) -> None:
         return None
 
-    async def ready(self, pod: dict[str, Any], ip: str) -> bool:
+    async def ready(self, ctx: PodContext) -> bool:
         return True
 
-    async def stop(self, pod: dict[str, Any], ip: str) -> None:
+    async def stop(self, ctx: PodContext) -> None:
         return None
 
 
@@ -82,7 +107,7 @@ class PodRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pods: dict[str, asyncio.Task[None]] = {}   # pod uid -> its lifecycle task
-        self._ips: dict[str, str] = {}                   # pod uid -> IP
+        self._ctx: dict[str, PodContext] = {}            # pod uid -> what its runtime was started with
         self._next_ip = 0
         reg = store.registry
         self._t = {k: reg.lookup(g, "v1", p) for k, g, p in (
@@ -108,10 +133,9 @@ class PodRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for pod in self.store.all_objects(self._type("pod")):
-            ip = self._ips.pop(pod["metadata"]["uid"], None)
-            if ip is not None:
-                await self.runtime.stop(pod, ip)
+        for ctx in list(self._ctx.values()):
+            await self.runtime.stop(ctx)
+        self._ctx.clear()
 
     def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
         if rtype.kind not in WATCHED_KINDS or rtype.group not in ("", "apps"):
@@ -120,9 +144,9 @@ class PodRunner:
             task = self._pods.pop(obj["metadata"]["uid"], None)
             if task is not None:
                 task.cancel()
-            ip = self._ips.pop(obj["metadata"]["uid"], None)
-            if ip is not None:
-                asyncio.get_running_loop().create_task(self.runtime.stop(obj, ip))
+            ctx = self._ctx.pop(obj["metadata"]["uid"], None)
+            if ctx is not None:
+                asyncio.get_running_loop().create_task(self.runtime.stop(ctx))
         self._wake.set()
 
     async def _loop(self) -> None:
@@ -286,7 +310,7 @@ class PodRunner:
     # ---- pods ------------------------------------------------------------------------------------
 
     def _allocate_ip(self) -> str:
-        used = set(self._ips.values())
+        used = {ctx.ip for ctx in self._ctx.values()}
         while True:
             self._next_ip += 1
             n = self._next_ip % (254 * 254 * 200)
@@ -331,21 +355,45 @@ class PodRunner:
             pod = self.store.patch(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
                                    "application/merge-patch+json", {"spec": {"nodeName": NODE_NAME}})
         ip = self._allocate_ip()
-        self._ips[uid] = ip
+        ctx = PodContext(pod, ip, self._mounted_files(pod))
+        self._ctx[uid] = ctx
         self._pod_status(uid, ip, "Pending", False)
         try:
-            await self.runtime.start(pod, ip)
+            await self.runtime.start(ctx)
         except Exception as exc:  # the pod fails as a container that exits at start would
-            log.warning("pod %s failed to start: %s", pod["metadata"]["name"], exc)
+            log.warning("pod %s failed to start: %s", ctx.name, exc)
             self._pod_status(uid, ip, "Failed", False, str(exc))
             return
         ready: bool | None = None
         while True:
-            now_ready = await self.runtime.ready(pod, ip)
+            now_ready = await self.runtime.ready(ctx)
             if now_ready != ready:
                 ready = now_ready
                 self._pod_status(uid, ip, "Running", ready)
             await asyncio.sleep(self.probe_period_s)
+
+    def _mounted_files(self, pod: dict[str, Any]) -> dict[str, str]:
+        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files)."""
+        ns, spec = pod["metadata"]["namespace"], pod.get("spec") or {}
+        sources: dict[str, dict[str, str]] = {}
+        for vol in spec.get("volumes") or []:
+            if "configMap" in vol:
+                cm = self.store.objects.get(("", "configmaps"), {}).get((ns, vol["configMap"].get("name", "")))
+                sources[vol["name"]] = dict((cm or {}).get("data") or {})
+            elif "secret" in vol:
+                sec = self.store.objects.get(("", "secrets"), {}).get((ns, vol["secret"].get("secretName", "")))
+                sources[vol["name"]] = {k: base64.b64decode(v).decode(errors="replace")
+                                        for k, v in ((sec or {}).get("data") or {}).items()}
+        files: dict[str, str] = {}
+        for container in spec.get("containers") or []:
+            for mount in container.get("volumeMounts") or []:
+                data = sources.get(mount.get("name", ""), {})
+                if mount.get("subPath"):
+                    if mount["subPath"] in data:
+                        files[mount["mountPath"]] = data[mount["subPath"]]
+                else:
+                    files.update({f"{mount['mountPath'].rstrip('/')}/{k}": v for k, v in data.items()})
+        return files
 
     # ---- endpoints -------------------------------------------------------------------------------
 
