@@ -102,6 +102,12 @@ BUILTINS: tuple[ResourceType, ...] = (
         Column("Current", "integer", ".status.replicas"),
         Column("Ready", "integer", ".status.readyReplicas"))),
     _builtin("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
+    # Stored and served so that manifests (the Helm chart's RBAC, PDBs) apply; nothing enforces them.
+    _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    _builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _builtin("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), subs=STATUS),
     _builtin("coordination.k8s.io", "v1", "leases", "Lease", cols=(
         Column("Holder", "string", ".spec.holderIdentity"),)),
     _builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
