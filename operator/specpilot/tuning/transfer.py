@@ -29,6 +29,8 @@ from .survival import Survival, estimate
 EXTRAPOLATION_SD = 0.08
 # Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
 BORROW_SD = 0.03
+# Standard errors above S_K at which the optimistic bound caps beliefs beyond the observed depth.
+BOUND_Z = 3.0
 # Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
 NO_DATA_S1 = (0.6, 0.2)
 NO_DATA_COND = (0.8, 0.1)
@@ -112,7 +114,10 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
         if depth > 0:
             cum = 1.0 + np.cumsum(_curve_samples(surv, depth, d), axis=1)
             for j, n in enumerate(candidates):
-                if n > 0:
+                if n > surv.depth > 0:
+                    # Never beyond the optimistic bound, whatever the observed positions' draws did.
+                    out[:, j] = np.minimum(cum[:, n - 1], surv.optimistic_length(n, BOUND_Z))
+                elif n > 0:
                     out[:, j] = cum[:, n - 1]
         return out
     observed = sorted({r.n for r in records if r.n > 0 and r.drafts > 0})
