@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 from specpilot.sandbox import errors
+from specpilot.sandbox.defaults import apply_defaults
 from specpilot.sandbox.errors import ApiError
 from specpilot.sandbox.patch import PatchError, apply_config, json_patch, merge_patch, strategic_merge
 from specpilot.sandbox.resources import Registry, ResourceType
@@ -231,6 +232,8 @@ class Store:
         if "status" in rtype.subresources and rtype.kind not in ("Namespace",):
             obj.pop("status", None)
         obj = self._structural(rtype, obj, field_validation, warnings if warnings is not None else [])
+        if rtype.crd is None:
+            apply_defaults(rtype.kind, obj)
         obj = self._admit(rtype, obj, None)
         meta = obj["metadata"]
         self._on_create(rtype, obj)
@@ -278,6 +281,8 @@ class Store:
                     raise errors.invalid(rtype, name, [("metadata.finalizers", "Forbidden: no new finalizers can "
                                                                                "be added if the object is being deleted")])
             new = self._structural(rtype, new, field_validation, warnings if warnings is not None else [])
+            if rtype.crd is None:
+                apply_defaults(rtype.kind, new)
         else:
             raise errors.not_found(rtype, f"{name}/{subresource}")
         new = self._admit(rtype, new, old)
