@@ -158,3 +158,15 @@ def test_schedule_lowers_n_as_batch_size_rises() -> None:
     assert ns == [per_level[4.0], per_level[256.0]]
     assert s.gain > 0.0
     assert np.isfinite(s.gain)
+
+
+def test_latency_objective_weighs_loads_alike() -> None:
+    # Throughput weighs a load by its B, so the heavy load (where small N wins) dominates; per-request
+    # latency weighs both alike, so its best N is at least as large.
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [4.0, 256.0]))
+    records = windows(8, 4.0, 4) + windows(8, 256.0, 4, start=4)
+    loads = [4.0] * 4 + [256.0] * 4
+    best = {obj: plan("mtp", records, model, list(range(9)), 3, loads, obj, 0.02, 0.25).best_n
+            for obj in ("throughput", "latency")}
+    assert best["latency"] > best["throughput"]
