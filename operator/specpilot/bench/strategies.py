@@ -67,7 +67,7 @@ def run_tuner(profile: Profile, seed: int) -> Run:
     return Run(state.stable_n, tried, dep.exploration_cost(), promotions, state.schedule)
 
 
-def _measure(dep: Deployment, n: int, windows: int) -> tuple[float, int] | None:
+def _measure(dep: Deployment, n: int, windows: int) -> float | None:
     """Run a canary at N and return its mean measured throughput ratio to stable; None when out of windows."""
     dep.start_canary(n)
     used = 0
@@ -85,7 +85,7 @@ def _measure(dep: Deployment, n: int, windows: int) -> tuple[float, int] | None:
         per_pod = lambda w: w.delta.generation_tokens / w.ready_pods  # noqa: E731 - tokens per pod
         ratios.append(per_pod(c) / per_pod(s))
     dep.remove_canary()
-    return float(np.mean(ratios)), used
+    return float(np.mean(ratios))
 
 
 def run_default(profile: Profile, seed: int) -> Run:
@@ -112,8 +112,8 @@ def run_sweep(profile: Profile, seed: int) -> Run:
         if m is None:
             break
         tried.append(n)
-        if m[0] > best:
-            best_n, best = n, m[0]
+        if m > best:
+            best_n, best = n, m
     dep.promote(best_n)
     _finish(dep)
     promotions = [(profile.default_n, best_n)] if best_n != profile.default_n else []
@@ -138,7 +138,7 @@ def run_hill_climb(profile: Profile, seed: int) -> Run:
         if m is None:
             break
         tried.append(nxt)
-        if m[0] > 1.0:
+        if m > 1.0:
             promotions.append((n, nxt))
             n = nxt
             dep.promote(n)
