@@ -122,9 +122,26 @@ class PodRunner:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._register_node()
         self.store.listeners.append(self._on_change)
         self._task = asyncio.get_running_loop().create_task(self._loop())
         self._wake.set()
+
+    def _register_node(self) -> None:
+        """The one node every pod runs on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        node_type = self.store.registry.lookup("", "v1", "nodes")
+        assert node_type is not None
+        node = self.store.create(node_type, None, {"metadata": {"name": NODE_NAME, "labels": {
+            "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}}})
+        stamp = now()
+        self.store.replace(node_type, None, NODE_NAME, {**node, "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "sandbox pod runner is ready", "lastHeartbeatTime": stamp,
+                            "lastTransitionTime": stamp}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+            "nodeInfo": {"kubeletVersion": "v1.32.0-specpilot-sandbox", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "specpilot-sandbox://1"}}},
+            subresource="status")
 
     async def stop(self) -> None:
         if self._on_change in self.store.listeners:

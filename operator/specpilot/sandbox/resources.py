@@ -83,6 +83,9 @@ BUILTINS: tuple[ResourceType, ...] = (
         Column("Type", "string", ".spec.type"),
         Column("Cluster-IP", "string", ".spec.clusterIP"),
         Column("Selector", "string", ".spec.selector", priority=1))),
+    _builtin("", "v1", "nodes", "Node", False, short=("no",), subs=STATUS, cols=(
+        Column("Status", "string", '.status.conditions[?(@.type=="Ready")].type'),
+        Column("Version", "string", ".status.nodeInfo.kubeletVersion"))),
     _builtin("", "v1", "endpoints", "Endpoints", short=("ep",)),
     _builtin("", "v1", "configmaps", "ConfigMap", short=("cm",)),
     _builtin("", "v1", "secrets", "Secret"),
