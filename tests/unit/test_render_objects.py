@@ -97,7 +97,7 @@ def test_amd_pods_follow_amd_guidance() -> None:
     deployment = by_kind(render_track(sd("amd")))["Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
-    assert c["image"].startswith("vllm/vllm-openai-rocm:")
+    assert c["image"].endswith("-rocm-vllm-v0.33.0")
     assert c["resources"]["limits"] == {"amd.com/gpu": 2}
     assert pod["securityContext"] == {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [44]}
     assert c["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
@@ -110,7 +110,7 @@ def test_amd_pods_follow_amd_guidance() -> None:
 def test_nvidia_pods_take_nvidia_gpus_and_image() -> None:
     deployment = by_kind(render_track(sd("nvidia")))["Deployment"]
     c = container(deployment)
-    assert c["image"].startswith("vllm/vllm-openai:")
+    assert c["image"].endswith("-cuda-vllm-v0.33.0")
     assert c["resources"]["limits"] == {"nvidia.com/gpu": 2}
     assert "securityContext" not in c and "securityContext" not in deployment["spec"]["template"]["spec"]
 

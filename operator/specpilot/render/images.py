@@ -4,10 +4,13 @@ from __future__ import annotations
 
 # speculative.py describes vLLM 0.33's speculative config; the default images run that version.
 VLLM_VERSION = "v0.33.0"
+SPECPILOT_VERSION = "0.1.0"
 
+# vLLM's vendor images plus the specpilot runtime (images/Dockerfile builds them): stock vLLM images
+# lack `specpilot-runtime`, which the pod's command runs.
 DEFAULT_IMAGES: dict[str, str] = {
-    "amd": f"vllm/vllm-openai-rocm:{VLLM_VERSION}",
-    "nvidia": f"vllm/vllm-openai:{VLLM_VERSION}",
+    "amd": f"specpilot/runtime:{SPECPILOT_VERSION}-rocm-vllm-{VLLM_VERSION}",
+    "nvidia": f"specpilot/runtime:{SPECPILOT_VERSION}-cuda-vllm-{VLLM_VERSION}",
 }
 
 GPU_RESOURCES: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
