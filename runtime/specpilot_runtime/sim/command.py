@@ -6,10 +6,13 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from ..speculative import METHODS, OFF
 from .profile import read_profile
-from .server import SimConfig, SimServer
+
+if TYPE_CHECKING:  # the server imports aiohttp; `serve` in a vLLM pod should not pay for it
+    from .server import SimConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,6 +57,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.max_num_seqs < 1 or args.max_model_len < 2:
         raise ValueError("--max-num-seqs must be >= 1 and --max-model-len >= 2")
     profile.survival_at(n)  # N within the profile's 0..max_n
+    from .server import SimConfig
+
     return SimConfig(
         profile=profile, num_speculative_tokens=n, method=method,
         served_model_name=args.served_model_name or profile.name,
@@ -68,6 +73,8 @@ async def serve(config: SimConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from .server import SimServer
+
     async with SimServer(config) as sim:
         if config.method != config.profile.method and config.num_speculative_tokens:
             print(f"warning: profile {config.profile.name!r} was measured for {config.profile.method}, "
