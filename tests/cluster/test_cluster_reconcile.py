@@ -220,3 +220,29 @@ def test_operator_metrics(cluster: Cluster, ns: str) -> None:
     assert "specpilot_operator_reconcile_duration_seconds_count" in text
     assert f'specpilot_operator_num_speculative_tokens{{deployment="{name}",namespace="{ns}",track="stable"}} 0.0' in text
     assert "specpilot_operator_leader 1.0" in text
+
+
+def test_tuning_state_in_status_drives_the_tracks(cluster: Cluster, ns: str) -> None:
+    """The seam the tuning loop uses: status.tuning.stableN / canaryN decide what runs."""
+    obj = example("dflash")  # tuning enabled
+    name = obj["metadata"]["name"]
+    cluster.apply(obj, ns)
+    wait_for("Ready", lambda: _ready(cluster, ns, name))
+    assert "specpilot.io/finalizer" in _sd(cluster, ns, name)["metadata"]["finalizers"]
+
+    def set_tuning(tuning: dict[str, Any] | None) -> None:
+        # As the tuning loop does: a status write only, which the operator notices by itself.
+        cluster.kubectl("patch", "sd", "-n", ns, name, "--subresource=status", "--type", "merge",
+                        "-p", json.dumps({"status": {"tuning": tuning}}))
+
+    set_tuning({"stableN": 7, "canaryN": 11})
+    sd = wait_for("canary running", lambda: (s := _ready(cluster, ns, name))
+                  and s["status"].get("canaryNumSpeculativeTokens") == 11 and s)
+    assert sd["status"]["phase"] == "Tuning"
+    canary = cluster.get("deployment", "-n", ns, f"{name}-canary")
+    assert canary["spec"]["template"]["metadata"]["labels"]["specpilot.io/track"] == "canary"
+
+    set_tuning({"stableN": 11, "canaryN": None})
+    wait_for("canary promoted and removed", lambda: (s := _ready(cluster, ns, name))
+             and s["status"]["numSpeculativeTokens"] == 11 and s["status"].get("canaryNumSpeculativeTokens") is None
+             and cluster.get("deployment", "-n", ns, f"{name}-canary") is None)

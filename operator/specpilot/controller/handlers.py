@@ -64,6 +64,7 @@ class Scheduler:
     def forget(self, namespace: str, name: str) -> None:
         self._known.discard((namespace, name))
         self._locks.pop((namespace, name), None)
+        self.reconciler.rendered.pop((namespace, name), None)
         self.metrics.managed.labels("SpeculativeDeployment").set(len(self._known))
         self.metrics.forget(namespace, name)
 
@@ -93,9 +94,12 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
         scheduler.request(namespace, name)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def _gone(event: dict[str, Any], namespace: str, name: str, **_: Any) -> None:
+    async def _observed(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
         if event.get("type") == "DELETED":
             scheduler.forget(namespace, name)
+        elif event.get("type") == "MODIFIED" and scheduler.reconciler.needs_render(dict(body)):
+            # The tuning loop moved stableN/canaryN in status.tuning: render the tracks for it now.
+            scheduler.request(namespace, name)
 
     for group, version, plural in CHILD_RESOURCES:
         @kopf.on.event(group, version, plural, labels={MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: kopf.PRESENT},

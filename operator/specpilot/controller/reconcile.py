@@ -35,11 +35,15 @@ class TrackPlan:
     canary_n: int | None
 
 
-def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
+def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
     tuning = status.get("tuning") or {}
-    if not sd.spec.tuning.enabled:
+    if not tuning_enabled:
         return TrackPlan(None, None)
     return TrackPlan(tuning.get("stableN"), tuning.get("canaryN"))
+
+
+def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
+    return plan_from(sd.spec.tuning.enabled, status)
 
 
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +61,15 @@ def sd_path(namespace: str, name: str) -> str:
 class Reconciler:
     def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder) -> None:
         self.kube, self.metrics, self.events = kube, metrics, events
+        # The track plan each object's children were last rendered for: a status.tuning write that
+        # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
+        self.rendered: dict[tuple[str, str], TrackPlan] = {}
+
+    def needs_render(self, obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        enabled = bool(((obj.get("spec") or {}).get("tuning") or {}).get("enabled"))
+        return key in self.rendered and self.rendered[key] != plan_from(enabled, obj.get("status") or {})
 
     def reconcile(self, namespace: str, name: str) -> str | None:
         """Reconcile the object as it is now; returns the metric result, None when it is gone."""
@@ -98,6 +111,7 @@ class Reconciler:
         self.metrics.invalid.labels(ns, name).set(0)
         plan = plan_tracks(sd, old_status)
         desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj))
+        self.rendered[(ns, name)] = plan
         existing = self._children(obj)
         first = "observedGeneration" not in old_status
         applied_any = False
