@@ -29,7 +29,7 @@ def kubectl_binary() -> str:
     local = REPO / ".tools" / "bin" / "kubectl"
     found = str(local) if local.exists() else shutil.which("kubectl")
     if not found:
-        pytest.skip("kubectl is not installed (make tools puts it in .tools/bin)")
+        pytest.fail("kubectl is needed by the cluster tier: `make tools` puts it in .tools/bin")
     return found
 
 

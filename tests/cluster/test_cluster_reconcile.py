@@ -220,6 +220,9 @@ def test_operator_metrics(cluster: Cluster, ns: str) -> None:
     assert "specpilot_operator_reconcile_duration_seconds_count" in text
     assert f'specpilot_operator_num_speculative_tokens{{deployment="{name}",namespace="{ns}",track="stable"}} 0.0' in text
     assert "specpilot_operator_leader 1.0" in text
+    managed = {kind: float(line.rsplit(" ", 1)[1]) for kind in ("SpeculativeDeployment", "Deployment")
+               for line in text.splitlines() if line.startswith(f'specpilot_operator_managed_objects{{kind="{kind}"}}')}
+    assert managed["SpeculativeDeployment"] >= 1 and managed["Deployment"] >= 1
 
 
 def test_tuning_state_in_status_drives_the_tracks(cluster: Cluster, ns: str) -> None:

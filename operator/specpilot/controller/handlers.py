@@ -64,7 +64,7 @@ class Scheduler:
     def forget(self, namespace: str, name: str) -> None:
         self._known.discard((namespace, name))
         self._locks.pop((namespace, name), None)
-        self.reconciler.rendered.pop((namespace, name), None)
+        self.reconciler.forget(namespace, name)
         self.metrics.managed.labels("SpeculativeDeployment").set(len(self._known))
         self.metrics.forget(namespace, name)
 

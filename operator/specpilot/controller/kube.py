@@ -13,6 +13,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 FIELD_MANAGER = "specpilot"
+REQUEST_TIMEOUT_S = 30.0
 
 
 class KubeError(Exception):
@@ -59,14 +60,14 @@ class Kube:
         self.api = api_client
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                content_type: str = "application/json") -> Any:
+                content_type: str = "application/json", timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
         url = self.api.configuration.host + path
         headers = {"Accept": "application/json", "Content-Type": content_type}
         self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
         try:
             resp = self.api.rest_client.request(
                 method, url + ("?" + urlencode(query) if query else ""),
-                headers=headers, body=body)
+                headers=headers, body=body, _request_timeout=timeout_s)
         except ApiException as exc:
             raise self._error(exc.status or 0, exc.body) from exc
         data = resp.read()
@@ -107,7 +108,7 @@ class Kube:
             if exc.status != 404:
                 raise
 
-    def patch_status(self, obj: dict[str, Any], status: dict[str, Any], path: str) -> dict[str, Any]:
+    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
         return self.request("PATCH", f"{path}/status", body={"status": status},
                             content_type="application/merge-patch+json")
 

@@ -59,6 +59,8 @@ def _lease_namespace(opts: OperatorOptions, default: str) -> str:
 def _connection(kube: Kube) -> kopf.ConnectionInfo:
     """Kopf connects with exactly the credentials the kubernetes client loaded: one source of truth."""
     cfg = kube.api.configuration
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook(cfg)  # in-cluster tokens rotate; Kopf calls this login again on a 401
     token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
     scheme = None
     if token and " " in token:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,20 @@ class Reconciler:
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
+        # Children per object by kind, for the managed-objects gauge.
+        self.children: dict[tuple[str, str], Counter[str]] = {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.rendered.pop((namespace, name), None)
+        self.children.pop((namespace, name), None)
+        self._count_children()
+
+    def _count_children(self) -> None:
+        total: Counter[str] = Counter()
+        for counts in self.children.values():
+            total.update(counts)
+        for kind in ("ConfigMap", "Deployment", "Service"):
+            self.metrics.managed.labels(kind).set(total[kind])
 
     def needs_render(self, obj: dict[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -96,7 +111,7 @@ class Reconciler:
         old_status = obj.get("status") or {}
         path = sd_path(ns, name)
         if (meta.get("annotations") or {}).get(PAUSED_ANNOTATION) == "true":
-            self._write_status(obj, path, old_status, st.paused_status(old_status, generation))
+            self._write_status(path, old_status, st.paused_status(old_status, generation))
             return m.RESULT_PAUSED
         try:
             sd = load(obj)
@@ -105,7 +120,7 @@ class Reconciler:
             was = st.condition(old_status, st.SPEC_VALID) or {}
             if was.get("status") != "False" or was.get("message") != message:
                 self.events.warning(obj, "InvalidSpec", message)
-            self._write_status(obj, path, old_status, st.invalid_status(old_status, generation, message))
+            self._write_status(path, old_status, st.invalid_status(old_status, generation, message))
             self.metrics.invalid.labels(ns, name).set(1)
             return m.RESULT_INVALID
         self.metrics.invalid.labels(ns, name).set(0)
@@ -128,11 +143,13 @@ class Reconciler:
             self.kube.delete(child)
             applied_any = True
             self.events.normal(obj, "Deleted", f"deleted {kind} {child_name}: no longer rendered")
+        self.children[(ns, name)] = Counter(kind for kind, _ in live)
+        self._count_children()
         deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
         new_status = st.running_status(old_status, generation, sd.spec.speculative.method, rollout,
                                        sd.spec.tuning.enabled)
-        self._write_status(obj, path, old_status, new_status)
+        self._write_status(path, old_status, new_status)
         self.metrics.ready.labels(ns, name).set(rollout.ready)
         for track, n in (("stable", rollout.stable_n), ("canary", rollout.canary_n)):
             if n is not None:
@@ -168,7 +185,7 @@ class Reconciler:
         else:
             self.events.normal(obj, "Updated", f"updated {what} for generation {obj['metadata'].get('generation')}")
 
-    def _write_status(self, obj: dict[str, Any], path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         if st.changed(old, new):
-            self.kube.patch_status(obj, new, path)
+            self.kube.patch_status(path, new)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specpilot.sandbox.cluster import Sandbox
 from specpilot.sandbox.pods import PodRuntime
+from specpilot.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
 
 DEFAULT_PORT = 16443
 DEFAULT_KUBECONFIG = Path(".specpilot") / "sandbox.kubeconfig"
@@ -29,8 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
     p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
     p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
-                   help="what runs behind each pod: a callable returning a PodRuntime (default: nothing, "
-                        "pods are Ready at once); see specpilot.sandbox.pods")
+                   help="what runs behind each pod: a callable returning a PodRuntime (default: a simulated "
+                        "vLLM engine for pods annotated specpilot.io/sim-profile, nothing for others, which "
+                        "are Ready at once); see specpilot.sandbox.pods and docs/simulator.md")
+    p.add_argument("--sim-profiles", type=Path, action="append", default=[], metavar="FILE",
+                   help="profiles files the sim-profile annotation names a profile of (repeatable; default: "
+                        "the tuner benchmark's article.json, then the runtime's bundled examples)")
     p.set_defaults(func=_run)
 
 
@@ -41,7 +46,8 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    sandbox = Sandbox(load_runtime(args.pod_runtime) if args.pod_runtime else None)
+    files = tuple(args.sim_profiles) or DEFAULT_PROFILE_FILES
+    sandbox = Sandbox(load_runtime(args.pod_runtime) if args.pod_runtime else SimEngineRuntime(files))
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)

@@ -20,11 +20,7 @@ PORT_KEYS = ("containerPort", "port")
 
 
 class PatchError(ValueError):
-    """A patch that cannot be applied; the API answers 422 (or 409 for a failed JSON-patch test)."""
-
-    def __init__(self, message: str, conflict: bool = False) -> None:
-        super().__init__(message)
-        self.conflict = conflict
+    """A patch that cannot be applied (the API answers 422)."""
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -105,7 +101,7 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
         kind, path = op.get("op"), op.get("path", "")
         if kind == "test":
             if _get(doc, path) != op.get("value"):
-                raise PatchError(f"the test of {path} failed", conflict=True)
+                raise PatchError(f"the test of {path} failed")
         elif kind == "add":
             doc = _add(doc, path, copy.deepcopy(op["value"]))
         elif kind == "replace":

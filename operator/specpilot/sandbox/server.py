@@ -121,11 +121,13 @@ class ApiServer:
     def _openapi(self, parts: list[str]) -> web.Response:
         if parts == ["v3"]:
             return _json(discovery.openapi_root(self.registry))
-        if len(parts) >= 3 and parts[0] == "v3":
-            group, version = ("", parts[2]) if parts[1] == "api" else (parts[2], parts[3]) if len(parts) > 3 else ("", "")
-            doc = discovery.openapi_group_version(self.registry, group, version)
-            if doc is not None:
-                return _json(doc)
+        doc = None
+        if parts[:2] == ["v3", "api"] and len(parts) == 3:
+            doc = discovery.openapi_group_version(self.registry, "", parts[2])
+        elif parts[:2] == ["v3", "apis"] and len(parts) == 4:
+            doc = discovery.openapi_group_version(self.registry, parts[2], parts[3])
+        if doc is not None:
+            return _json(doc)
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def _locate(self, group: str, version: str, rest: list[str]) -> tuple[ResourceType, str | None, str | None, str | None]:
@@ -252,6 +254,8 @@ class ApiServer:
                 try:
                     event_type, obj = await asyncio.wait_for(watch.queue.get(), min(remaining, BOOKMARK_EVERY_S))
                 except TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        break  # the client left; aiohttp does not cancel the handler for us
                     if not bookmarks or loop.time() >= deadline:
                         continue
                     event_type, obj = "BOOKMARK", {"kind": rtype.kind, "apiVersion": rtype.api_version,

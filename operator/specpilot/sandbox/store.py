@@ -333,9 +333,7 @@ class Store:
             else:
                 raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
                                                             f"{content_type}")
-        except PatchError as exc:
-            if exc.conflict:
-                raise ApiError(422, "Invalid", str(exc)) from exc
+        except PatchError as exc:  # a failed JSON-patch `test` included: 422, which Kopf retries on
             raise ApiError(422, "Invalid", str(exc)) from exc
         # A patch never moves the object's identity, whatever the patch body says.
         new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
@@ -354,8 +352,6 @@ class Store:
                           warnings=warnings)
         if not dry_run:
             self._applied[(rtype.key, self._okey(rtype, namespace, name), field_manager)] = body
-            if "status" in body and "status" in rtype.subresources:
-                return obj
         return obj
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str, *, propagation: str | None = None,

@@ -54,7 +54,7 @@ def age(stamp: str | None) -> str:
 def _cell(column: Column, obj: dict[str, Any]) -> Any:
     value = jsonpath(obj, column.json_path)
     if value is None:
-        return None if column.type != "string" else "<none>" if column.name != "Age" else "<unknown>"
+        return "<none>" if column.type == "string" else None
     if column.type == "date":
         return age(value)
     if isinstance(value, (dict, list)):
