@@ -125,10 +125,20 @@ class Reconciler:
             return m.RESULT_INVALID
         self.metrics.invalid.labels(ns, name).set(0)
         plan = plan_tracks(sd, old_status)
-        desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj))
+        try:
+            desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj))
+        except ValueError as exc:
+            # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
+            # what runs alone and say so; retrying would not help until the loop writes another plan.
+            self.events.warning(obj, "InvalidTrackPlan", f"not applied: {exc}")
+            log.error("%s/%s: track plan %s not applied: %s", ns, name, plan, exc)
+            return m.RESULT_ERROR
+        # Same generation and same plan, yet a child differs: someone edited it by hand.
+        reverting = generation == old_status.get("observedGeneration") and \
+            self.rendered.get((ns, name), plan) == plan
         self.rendered[(ns, name)] = plan
         existing = self._children(obj)
-        first = "observedGeneration" not in old_status
+        first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         applied_any = False
         live: dict[tuple[str, str], dict[str, Any]] = {}
         for child in desired:
@@ -138,7 +148,7 @@ class Reconciler:
             live[key] = after
             if before is None or _content(before) != _content(after):
                 applied_any = True
-                self._announce(obj, child, before, first, generation == old_status.get("observedGeneration"))
+                self._announce(obj, child, before, first, reverting)
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
             applied_any = True
@@ -175,15 +185,16 @@ class Reconciler:
         return out
 
     def _announce(self, obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None,
-                  first: bool, same_generation: bool) -> None:
+                  first: bool, reverting: bool) -> None:
         what = f"{child['kind']} {child['metadata']['name']}"
         if before is None:
             self.events.normal(obj, "Created" if first else "Restored",
                                f"created {what}" if first else f"re-created {what}, which was missing")
-        elif same_generation:
+        elif reverting:
             self.events.normal(obj, "Reverted", f"reverted a change to {what} made outside the spec")
         else:
-            self.events.normal(obj, "Updated", f"updated {what} for generation {obj['metadata'].get('generation')}")
+            self.events.normal(obj, "Updated", f"updated {what} for generation {obj['metadata'].get('generation')}"
+                                               " and the current track plan")
 
     def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         if st.changed(old, new):
