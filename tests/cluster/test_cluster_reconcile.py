@@ -172,6 +172,13 @@ def test_semantically_invalid_spec_sets_specvalid_false_and_touches_nothing(clus
     cluster.apply(obj, ns)
     wait_for("valid again", lambda: (s := _ready(cluster, ns, name)) and s["status"]["phase"] == "Running")
 
+    # A new object that is invalid from the start gets no children at all.
+    bad["metadata"]["name"] = "born-invalid"
+    assert cluster.apply(bad, ns).returncode == 0
+    wait_for("SpecValid=False on the new object", lambda: (s := _sd(cluster, ns, "born-invalid")).get("status")
+             and s["status"]["phase"] == "Invalid")
+    assert _children(cluster, ns, "born-invalid") == []
+
 
 def test_paused_objects_are_left_alone(cluster: Cluster, ns: str) -> None:
     obj = example("dspark")

@@ -241,6 +241,9 @@ class ApiServer:
         watch = self.store.watch(rtype, namespace, q.get("labelSelector"), q.get("fieldSelector"),
                                  q.get("resourceVersion"), _flag(request, "sendInitialEvents"))
         bookmarks = _flag(request, "allowWatchBookmarks")
+        # `kubectl get -w` asks for Tables: then each event carries its object as a one-row Table.
+        as_table = "as=Table" in request.headers.get("Accept", "")
+        include = q.get("includeObject", "PartialObjectMetadata")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT_S)
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -262,6 +265,8 @@ class ApiServer:
                                                    "metadata": {"resourceVersion": str(self.store.rv)}}
                 if event_type == "BOOKMARK" and not bookmarks and "k8s.io/initial-events-end" not in str(obj):
                     continue
+                if as_table and event_type in ("ADDED", "MODIFIED", "DELETED"):
+                    obj = to_table(rtype, [obj], obj["metadata"]["resourceVersion"], include)
                 await resp.write(json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode()
                                  + b"\n")
                 if event_type == "ERROR":
