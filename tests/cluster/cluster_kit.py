@@ -136,12 +136,27 @@ class Cluster:
         return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
-def start_cluster(workdir: Path) -> Cluster:
+class NeverReady:
+    """A PodRuntime (for `--pod-runtime cluster_kit:NeverReady`) whose pods run but never become Ready."""
+
+    async def start(self, ctx: Any) -> None:
+        return None
+
+    async def ready(self, ctx: Any) -> bool:
+        return False
+
+    async def stop(self, ctx: Any) -> None:
+        return None
+
+
+def start_cluster(workdir: Path, *extra: str) -> Cluster:
     workdir.mkdir(parents=True, exist_ok=True)
     kubeconfig = workdir / "kubeconfig"
     proc = subprocess.Popen(
         [sys.executable, "-m", "specpilot.cli", "sandbox", "--port", "0", "--kubeconfig", str(kubeconfig),
-         "--no-operator"], stdout=subprocess.PIPE, stderr=(workdir / "sandbox.log").open("wb"), cwd=REPO)
+         "--no-operator", *extra], stdout=subprocess.PIPE, stderr=(workdir / "sandbox.log").open("wb"), cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent),
+                                                                        os.environ.get("PYTHONPATH")]))})
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
     match = re.search(r"http://127\.0\.0\.1:\d+", line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -127,3 +128,28 @@ spec:
                          and sorted(a["ip"] for a in e["subsets"][0].get("addresses", [])) == ips and e)
     assert endpoints["subsets"][0]["ports"][0]["port"] == 8000
     assert len(bare.items("rs", "-n", "roll")) == 2
+
+
+def test_a_rollout_that_cannot_progress_reports_the_deadline(tmp_path: Path) -> None:
+    """Pods whose runtime never gets ready: the Deployment says ProgressDeadlineExceeded, as the real one."""
+    c = start_cluster(tmp_path / "stuck", "--pod-runtime", "cluster_kit:NeverReady")
+    try:
+        c.kubectl("create", "namespace", "stuck")
+        manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: stuck}
+spec:
+  progressDeadlineSeconds: 2
+  selector: {matchLabels: {app: stuck}}
+  template:
+    metadata: {labels: {app: stuck}}
+    spec: {containers: [{name: c, image: "stuck:1"}]}
+"""
+        assert c.apply(manifest, "stuck").returncode == 0
+        done = c.kubectl("rollout", "status", "deployment/stuck", "-n", "stuck", "--timeout=60s", check=False)
+        assert done.returncode != 0 and "exceeded its progress deadline" in done.stderr
+        pod = c.items("pods", "-n", "stuck")[0]
+        assert pod["status"]["phase"] == "Running" and not pod["status"]["containerStatuses"][0]["ready"]
+    finally:
+        stop_cluster(c)

@@ -29,6 +29,7 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 NODE_NAME = "sandbox"
 WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
+DEADLINE_CHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ class PodRunner:
         self._task: asyncio.Task[None] | None = None
         self._pods: dict[str, asyncio.Task[None]] = {}   # pod uid -> its lifecycle task
         self._ctx: dict[str, PodContext] = {}            # pod uid -> what its runtime was started with
+        # deployment uid -> (last rollout progress seen, loop time it was first seen)
+        self._progress: dict[str, tuple[tuple[str, int, int, int], float]] = {}
         self._next_ip = 0
         reg = store.registry
         self._t = {k: reg.lookup(g, "v1", p) for k, g, p in (
@@ -168,7 +171,11 @@ class PodRunner:
 
     async def _loop(self) -> None:
         while True:
-            await self._wake.wait()
+            try:
+                # Woken by changes; also every few seconds, so that progress deadlines expire on time.
+                await asyncio.wait_for(self._wake.wait(), DEADLINE_CHECK_S)
+            except TimeoutError:
+                pass
             await asyncio.sleep(0.02)  # batch bursts of changes into one pass
             self._wake.clear()
             try:
@@ -222,6 +229,8 @@ class PodRunner:
         template = copy.deepcopy(spec.get("template") or {})
         phash = template_hash(template)
         owned = self._children("rs", deploy)
+        if spec.get("paused"):
+            return  # `kubectl rollout pause`: the controller leaves ReplicaSets and status as they are
         new = next((rs for rs in owned if rs["metadata"].get("labels", {}).get(HASH_LABEL) == phash), None)
         olds = [rs for rs in owned if rs is not new]
         revisions = [int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in owned]
@@ -283,9 +292,7 @@ class PodRunner:
                      "MinimumReplicasAvailable" if ready >= desired else "MinimumReplicasUnavailable",
                      "Deployment has minimum availability." if ready >= desired
                      else "Deployment does not have minimum availability."),
-                cond("Progressing", "True", "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
-                     f'ReplicaSet "{name}" has successfully progressed.' if complete
-                     else f'ReplicaSet "{name}" is progressing.')],
+                self._progressing(deploy, cond, complete, (name, updated, ready, total))],
         }
         if total - ready > 0:
             status["unavailableReplicas"] = total - ready
@@ -298,6 +305,25 @@ class PodRunner:
         if revision and fresh["metadata"].get("annotations", {}).get(REVISION) != revision:
             self.store.patch(self._type("deploy"), fresh["metadata"]["namespace"], fresh["metadata"]["name"],
                              "application/merge-patch+json", {"metadata": {"annotations": {REVISION: revision}}})
+
+    def _progressing(self, deploy: dict[str, Any], cond: Any, complete: bool,
+                     progress: tuple[str, int, int, int]) -> dict[str, Any]:
+        """The Progressing condition: ProgressDeadlineExceeded when a rollout made no progress (no pod
+        created, updated or readied) for spec.progressDeadlineSeconds, as the deployment controller says."""
+        name = progress[0]
+        if complete:
+            self._progress.pop(deploy["metadata"]["uid"], None)
+            return cond("Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{name}" has successfully progressed.')
+        clock = asyncio.get_running_loop().time()
+        last = self._progress.get(deploy["metadata"]["uid"])
+        if last is None or last[0] != progress:
+            last = (progress, clock)
+            self._progress[deploy["metadata"]["uid"]] = last
+        deadline = float((deploy.get("spec") or {}).get("progressDeadlineSeconds", 600))
+        if clock - last[1] > deadline:
+            return cond("Progressing", "False", "ProgressDeadlineExceeded",
+                        f'ReplicaSet "{name}" has timed out progressing.')
+        return cond("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{name}" is progressing.')
 
     def _sync_replicaset(self, rs: dict[str, Any]) -> None:
         ns = rs["metadata"]["namespace"]
