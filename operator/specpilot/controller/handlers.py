@@ -34,10 +34,14 @@ class Scheduler:
         self._queued: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()
 
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        """Held while the object is reconciled; the tuning loop holds it too while it writes status, so
+        neither overwrites the other's conditions with a stale copy."""
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
+
     async def reconcile_now(self, namespace: str, name: str) -> str | None:
         key = (namespace, name)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self.lock(namespace, name):
             self._queued.discard(key)
             result = await asyncio.to_thread(self.reconciler.reconcile, namespace, name)
         if result is None:

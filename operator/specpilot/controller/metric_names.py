@@ -64,4 +64,6 @@ DECISION_START_CANARY = "start_canary"  # a canary at another N begins
 DECISION_CONTINUE = "continue"          # canary analysis goes on for another window
 DECISION_PROMOTE = "promote"            # canary's N becomes stable's
 DECISION_ROLLBACK = "rollback"          # canary removed, stable untouched
-DECISIONS = (DECISION_HOLD, DECISION_START_CANARY, DECISION_CONTINUE, DECISION_PROMOTE, DECISION_ROLLBACK)
+DECISION_STOP = "stop"                  # round over (budget spent) or tuning disabled; any canary removed
+DECISIONS = (DECISION_HOLD, DECISION_START_CANARY, DECISION_CONTINUE, DECISION_PROMOTE, DECISION_ROLLBACK,
+             DECISION_STOP)

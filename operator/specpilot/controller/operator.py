@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import kopf
 
+from specpilot.controller import tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
 from specpilot.controller.kube import CONCURRENCY, Kube, load_api_client
@@ -101,6 +102,7 @@ async def run_operator(opts: OperatorOptions) -> int:
     registry = kopf.OperatorRegistry()
     scheduler = Scheduler(Reconciler(kube, metrics, EventRecorder(kube, identity)), metrics)
     register(registry, scheduler, _configure)
+    tuning_loop.register(registry, scheduler)
 
     @kopf.on.login(registry=registry)
     def _login(**_: object) -> kopf.ConnectionInfo:

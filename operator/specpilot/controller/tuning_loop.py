@@ -1,0 +1,196 @@
+"""The per-object tuning loop: a Kopf daemon for each SpeculativeDeployment with tuning enabled.
+
+Every analysis window it scrapes the stable and canary pods (scrape/), turns counter deltas into the
+tuner's Observations, calls the pure `tuning.step`, and writes the new state to `status.tuning` with the
+Tuning condition and `status.acceptedLength`. It acts only through that status: the reconciler renders
+the stable track at `status.tuning.stableN` and a canary Deployment while `canaryN` is set, so a
+start_canary creates the canary, promote rolls stable and removes the canary, rollback and stop remove
+the canary (reconcile.plan_tracks). New decisions also become Events and operator metrics.
+
+Restart safety: the tuner's whole state is in the status; only the previous scrape per pod (for deltas) is
+in memory, so a restarted operator spends its first window re-establishing it and then continues the same
+round (the canary Deployment, rendered from canaryN, is left as it is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import httpx
+import kopf
+
+from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
+from specpilot.api.validate import InvalidSpeculativeDeployment, load
+from specpilot.controller import tuning_status as ts
+from specpilot.controller.handlers import Scheduler
+from specpilot.controller.reconcile import PAUSED_ANNOTATION, sd_path
+from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
+from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, sim_time_scale
+from specpilot.scrape import pods as scrape
+from specpilot.scrape.windows import WindowCounter
+from specpilot.tuning import Observations, TunerState, step
+
+log = logging.getLogger(__name__)
+
+# How often the wait between windows looks at the live spec: a hand edit of N is acted on within this.
+POLL_S = 0.5
+
+
+def _enabled(spec: kopf.Spec, **_: Any) -> bool:
+    return bool((spec.get("tuning") or {}).get("enabled"))
+
+
+def _spec_n(body: kopf.Body) -> Any:
+    return ((body.get("spec") or {}).get("speculative") or {}).get("numSpeculativeTokens")
+
+
+class TuningLoop:
+    """One object's loop. Kube calls are synchronous (the controller's client) and run in threads."""
+
+    def __init__(self, scheduler: Scheduler, metrics: TunerMetrics, client: httpx.AsyncClient,
+                 namespace: str, name: str) -> None:
+        self.scheduler, self.metrics, self.client = scheduler, metrics, client
+        self.kube = scheduler.reconciler.kube
+        self.events = scheduler.reconciler.events
+        self.namespace, self.name = namespace, name
+        self.path = sd_path(namespace, name)
+        self.counter = WindowCounter()
+
+    async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
+        while not stopped:
+            try:
+                window_s = await self.tick()
+            except Exception as exc:  # an API hiccup costs this window, not the loop
+                log.warning("tuning %s/%s: window failed: %s", self.namespace, self.name, exc)
+                self.counter.reset()
+                window_s = POLL_S * 4
+            spec_n = _spec_n(body)
+            waited = 0.0
+            # Sliced waits: a stop, or the user editing N by hand, must not wait for the window to end.
+            while waited < window_s and not stopped and _spec_n(body) == spec_n:
+                await stopped.wait(min(POLL_S, window_s - waited))
+                waited += POLL_S
+
+    async def tick(self) -> float:
+        """One window; returns the seconds to the next one."""
+        obj = await asyncio.to_thread(self.kube.get, self.path)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return POLL_S
+        try:
+            sd = load(obj)
+        except InvalidSpeculativeDeployment:
+            self.counter.reset()  # the reconciler reports it; nothing is measured against a bad spec
+            return POLL_S * 4
+        window_s = duration_seconds(sd.spec.tuning.canary.analysis_window)
+        annotations = obj["metadata"].get("annotations") or {}
+        if annotations.get(PAUSED_ANNOTATION) == "true" or not sd.spec.tuning.enabled:
+            self.counter.reset()
+            return window_s
+        await self._window(obj, sd, sim_time_scale(annotations))
+        return window_s
+
+    async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment, time_scale: float) -> None:
+        selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
+        pods, deployments = await asyncio.gather(
+            asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, selector),
+            asyncio.to_thread(self.kube.list, "apps/v1", "deployments", self.namespace, selector))
+        uid = obj["metadata"]["uid"]
+        deployments = [d for d in deployments
+                       if any(r.get("uid") == uid for r in d["metadata"].get("ownerReferences") or [])]
+        targets = scrape.pod_targets(pods)
+        scrapes = await scrape.scrape_pods(self.client, targets)
+        now = time.time()
+        problem = ts.scrape_problem(scrapes)
+        if problem:
+            # No decision on partial data; the next window starts from fresh baselines.
+            self.counter.reset()
+            await self._write(lambda status: ts.condition_patch(
+                status, ts.METRICS_UNAVAILABLE, f"no decision this window: {problem}", _generation(obj)))
+            return
+        deltas, elapsed = self.counter.advance(scrapes, now)
+        if elapsed is None:
+            return  # the first scrape only sets the baseline of each pod
+        spec = sd.spec
+        obs = ts.observations(deployments, targets, deltas, elapsed * time_scale)
+        old = (obj.get("status") or {}).get("tuning")
+        state = TunerState.from_status(old, method=spec.speculative.method,
+                                       stable_n=spec.speculative.num_speculative_tokens,
+                                       block_size=spec.speculative.block_size, now=now)
+        if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
+            before = list(state.history)
+            state = ts.restart_at_spec(state, spec.speculative.num_speculative_tokens, now)
+            cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
+            await self._commit(obj, sd, before, state, cond, obs.stable)
+            return
+        new_state, action = step(state, spec.tuning, obs, now)
+        await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
+        stable_goodput = observed_goodput(obs.stable, obs.window_s)
+        self.metrics.record(self.namespace, self.name, action, now,
+                            {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
+                            predicted_goodput(new_state.history, stable_goodput))
+        if action.kind != "hold" or new_state.phase != state.phase:
+            log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
+                     action.reason, new_state.phase)
+
+    async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
+                      state: TunerState, cond: tuple[str, str, str], stable: Any) -> None:
+        spec_n = sd.spec.speculative.num_speculative_tokens
+        await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable))
+        for entry in ts.new_entries(old_history, state.history):
+            decision = ts.decision_event(entry)
+            poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
+            await asyncio.to_thread(poster, obj, decision.reason, decision.message)
+
+    async def _write(self, patch_of: Any) -> None:
+        """Patch status from its current value, under the object's reconcile lock (the reconciler writes
+        the other conditions; neither may write back a stale list)."""
+        async with self.scheduler.lock(self.namespace, self.name):
+            current = await asyncio.to_thread(self.kube.get, self.path)
+            if current is None:
+                return
+            await asyncio.to_thread(self.kube.patch_status, self.path, patch_of(current.get("status") or {}))
+
+    async def stop_tuning(self) -> None:
+        """Tuning was turned off: the tuner drops any canary and resumes by observing when turned on
+        again (the reconciler already runs spec N without a canary)."""
+        self.metrics.forget(self.namespace, self.name)
+        obj = await asyncio.to_thread(self.kube.get, self.path)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            sd = load(obj)
+        except InvalidSpeculativeDeployment:
+            return
+        old = (obj.get("status") or {}).get("tuning")
+        if sd.spec.tuning.enabled or not old:
+            return
+        now = time.time()
+        state = TunerState.from_status(old, method=sd.spec.speculative.method,
+                                       stable_n=sd.spec.speculative.num_speculative_tokens,
+                                       block_size=sd.spec.speculative.block_size, now=now)
+        state, _ = step(state, sd.spec.tuning, Observations(0.0, None), now)
+        spec_n = sd.spec.speculative.num_speculative_tokens
+        await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n}})
+
+
+def _generation(obj: dict[str, Any]) -> int | None:
+    return obj["metadata"].get("generation")
+
+
+def register(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
+    """Add the tuning daemon to the operator's registry; its metrics go on the operator's registry."""
+    metrics = TunerMetrics(scheduler.metrics.registry)
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, id="tuning", when=_enabled, registry=registry,
+                 cancellation_timeout=5.0)
+    async def _tuning(stopped: kopf.DaemonStopped, namespace: str, name: str, body: kopf.Body,
+                      **_: Any) -> None:
+        async with scrape.client() as client:
+            loop = TuningLoop(scheduler, metrics, client, namespace, name)
+            try:
+                await loop.run(stopped, body)
+            finally:
+                await loop.stop_tuning()

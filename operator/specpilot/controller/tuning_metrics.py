@@ -1,0 +1,80 @@
+"""The tuner's operator metrics (names from metric_names), on the operator's registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from specpilot.controller import metric_names as m
+from specpilot.tuning import Action, TrackWindow
+
+NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
+DECISION_OF = {"hold": m.DECISION_HOLD, "start_canary": m.DECISION_START_CANARY,
+               "keep_analysing": m.DECISION_CONTINUE, "promote": m.DECISION_PROMOTE,
+               "rollback": m.DECISION_ROLLBACK, "stop": m.DECISION_STOP}
+
+
+def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:
+    """Output tokens per second per ready pod over the window (engine time), None without traffic."""
+    if w is None or w.ready_pods == 0 or window_s <= 0 or w.delta.generation_tokens <= 0:
+        return None
+    return w.delta.generation_tokens / window_s / w.ready_pods
+
+
+def predicted_goodput(history: list[dict[str, Any]], stable_goodput: float | None) -> dict[int, float]:
+    """Goodput per candidate N from the newest plan's expected gains over stable, scaled by stable's
+    measured goodput (the planner predicts ratios; the level is what stable serves now)."""
+    if stable_goodput is None:
+        return {}
+    for entry in reversed(history):
+        numbers = entry.get("numbers") or {}
+        gains = (numbers.get("plan") or numbers).get("gain_pct")
+        if gains:
+            return {int(n): stable_goodput * (1 + g / 100) for n, g in gains.items()}
+    return {}
+
+
+class TunerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.decisions = Counter(m.TUNER_DECISIONS, "Tuning decisions, one per analysis window.",
+                                 [NS, DEP, m.LABEL_DECISION], registry=registry)
+        self.last = Gauge(m.TUNER_LAST_DECISION_TIMESTAMP, "Unix time of the latest tuning decision.",
+                          [NS, DEP], registry=registry)
+        self.predicted = Gauge(m.TUNER_PREDICTED_GOODPUT, "Goodput per pod the tuner predicts for each N.",
+                               [NS, DEP, m.LABEL_NUM_SPECULATIVE_TOKENS], registry=registry)
+        self.observed = Gauge(m.TUNER_OBSERVED_GOODPUT, "Goodput per pod measured in the latest window.",
+                              [NS, DEP, m.LABEL_TRACK], registry=registry)
+
+    def record(self, ns: str, name: str, action: Action, now: float, observed: dict[str, float | None],
+               predicted: dict[int, float]) -> None:
+        self.decisions.labels(ns, name, DECISION_OF[action.kind]).inc()
+        self.last.labels(ns, name).set(now)
+        for track, value in observed.items():
+            if value is None:
+                self._remove(self.observed, ns, name, track)
+            else:
+                self.observed.labels(ns, name, track).set(value)
+        if predicted:
+            self._clear_predicted(ns, name)
+            for n, value in predicted.items():
+                self.predicted.labels(ns, name, str(n)).set(value)
+
+    def forget(self, ns: str, name: str) -> None:
+        """Tuning is off or the object is gone: its series go (the TunerStalled alert reads `last`)."""
+        self._remove(self.last, ns, name)
+        for track in ("stable", "canary"):
+            self._remove(self.observed, ns, name, track)
+        self._clear_predicted(ns, name)
+
+    def _clear_predicted(self, ns: str, name: str) -> None:
+        for labels in [s.labels for metric in self.predicted.collect() for s in metric.samples]:
+            if labels.get(NS) == ns and labels.get(DEP) == name:
+                self._remove(self.predicted, ns, name, labels[m.LABEL_NUM_SPECULATIVE_TOKENS])
+
+    @staticmethod
+    def _remove(gauge: Gauge, *labels: str) -> None:
+        try:
+            gauge.remove(*labels)
+        except KeyError:
+            pass

@@ -1,0 +1,150 @@
+"""The tuning loop's pure half: what the cluster shows -> the tuner's Observations, and the tuner's answer
+-> the status patch, the Tuning condition and the Events to post. No I/O: tuning_loop.py does that.
+
+How the tuner's decisions become manifests is not here: the loop writes `status.tuning` (stableN,
+canaryN) and the reconciler renders the tracks from it (reconcile.plan_tracks): start_canary -> a canary
+Deployment at canaryN; promote -> the stable Deployment rolls to the new stableN and the canary goes;
+rollback and stop -> the canary goes and stable is untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specpilot_runtime.vllm_metrics import Snapshot, mean_acceptance_length
+
+from specpilot.controller import status as st
+from specpilot.render.names import N_LABEL, TRACK_LABEL
+from specpilot.scrape.pods import PodScrape, PodTarget
+from specpilot.scrape.windows import TrackDelta
+from specpilot.tuning import Action, Observations, TrackWindow, TunerState
+
+# status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
+# edits spec N by hand, the two differ and the user wins (the tuner restarts from the new N).
+SPEC_N_KEY = "specN"
+PHASE_REASONS = {"observing": "Observing", "canary_starting": "CanaryStarting", "analysing": "Analysing",
+                 "promoting": "Promoting", "rolling_back": "RollingBack", "converged": "Converged"}
+METRICS_UNAVAILABLE = "MetricsUnavailable"
+
+
+def template_n(deployment: dict[str, Any]) -> int | None:
+    labels = ((deployment.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+    value = str(labels.get(N_LABEL, ""))
+    return int(value) if value.isdigit() else None
+
+
+def by_track(deployments: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["labels"][TRACK_LABEL]: d for d in deployments
+            if TRACK_LABEL in (d["metadata"].get("labels") or {})}
+
+
+def track_window(deployment: dict[str, Any] | None, targets: list[PodTarget],
+                 deltas: dict[tuple[str, int], TrackDelta]) -> TrackWindow | None:
+    """One track's window: pods at the Deployment's current N only (old pods of a rolling update are not
+    the track's N); a track whose pods are not ready yet gets an empty delta."""
+    if deployment is None:
+        return None
+    n = template_n(deployment)
+    if n is None:
+        return None
+    track = deployment["metadata"]["labels"][TRACK_LABEL]
+    ready = sum(1 for t in targets if t.track == track and t.n == n and t.ready)
+    got = deltas.get((track, n))
+    return TrackWindow(n=n, delta=got.delta if got else Snapshot(), ready_pods=ready if got else 0,
+                       desired_pods=int((deployment.get("spec") or {}).get("replicas", 0)),
+                       errors=float(got.restarts) if got else 0.0)
+
+
+def observations(deployments: list[dict[str, Any]], targets: list[PodTarget],
+                 deltas: dict[tuple[str, int], TrackDelta], window_s: float) -> Observations:
+    tracks = by_track(deployments)
+    return Observations(window_s=window_s, stable=track_window(tracks.get("stable"), targets, deltas),
+                        canary=track_window(tracks.get("canary"), targets, deltas))
+
+
+def scrape_problem(scrapes: list[PodScrape]) -> str | None:
+    """Why this window's metrics cannot be used, naming the pods; None when every scrape worked."""
+    failed = [f"{s.target.name}: {s.error}" for s in scrapes if s.snapshot is None]
+    return "; ".join(failed) if failed else None
+
+
+def edited_by_hand(tuning_status: dict[str, Any] | None, spec_n: int) -> bool:
+    """The user changed spec N since the tuner started from it."""
+    recorded = (tuning_status or {}).get(SPEC_N_KEY)
+    return recorded is not None and recorded != spec_n
+
+
+def restart_at_spec(state: TunerState, spec_n: int, now: float) -> TunerState:
+    """A fresh tuner at the user's N, keeping the decision history (with this reset in it)."""
+    fresh = TunerState.new(state.method, spec_n, state.block_size, now)
+    fresh.history = list(state.history)
+    fresh.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase, "action": "reset",
+               "n": spec_n, "reason": f"spec N edited by hand ({state.stable_n} -> {spec_n}): the user wins",
+               "numbers": {}})
+    return fresh
+
+
+def tuning_condition(state: TunerState, action: Action) -> tuple[str, str, str]:
+    """(status, reason, message) of the Tuning condition after a decision."""
+    where = f"stable N={state.stable_n}" + (f", canary N={state.canary_n}" if state.canary_n is not None else "")
+    return "True", PHASE_REASONS.get(state.phase, "Tuning"), f"round {state.round}, {where}: {action.reason}"
+
+
+def status_patch(old_status: dict[str, Any], state: TunerState, spec_n: int, condition: tuple[str, str, str],
+                 generation: int | None, stable: TrackWindow | None) -> dict[str, Any]:
+    """The merge patch of status after a window: the tuner's state, the Tuning condition, accepted length."""
+    conds = st.set_condition(list(old_status.get("conditions") or []), st.TUNING, *condition, generation)
+    patch: dict[str, Any] = {"tuning": {**state.to_status(), SPEC_N_KEY: spec_n}, "conditions": conds}
+    length = mean_acceptance_length(stable.delta) if stable is not None else None
+    if length is not None:
+        patch["acceptedLength"] = round(length, 4)
+    return patch
+
+
+def condition_patch(old_status: dict[str, Any], reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    """Only the Tuning condition: no decision was made this window, and this says why."""
+    conds = st.set_condition(list(old_status.get("conditions") or []), st.TUNING, "False", reason, message,
+                             generation)
+    return {"conditions": conds}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A history entry as a Kubernetes Event."""
+
+    event_type: str
+    reason: str
+    message: str
+
+
+def new_entries(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History entries added by this step (the list is bounded, so compare entries, not lengths)."""
+    last = old[-1] if old else None
+    if last is None:
+        return list(new)
+    for i in range(len(new) - 1, -1, -1):
+        if new[i] == last:
+            return new[i + 1:]
+    return list(new)
+
+
+def _numbers(numbers: dict[str, Any]) -> str:
+    verdict = numbers.get("verdict") or {}
+    plan = numbers.get("plan") or numbers
+    parts = []
+    if verdict:
+        parts.append(", ".join(f"{k}={v}" for k, v in verdict.items() if not isinstance(v, (dict, list))))
+    if "gain_pct" in plan:
+        gains = ", ".join(f"N={n}: {g:+.1f}%" for n, g in plan["gain_pct"].items())
+        parts.append(f"expected gain over stable {gains}")
+    return "; ".join(p for p in parts if p)
+
+
+def decision_event(entry: dict[str, Any]) -> Decision:
+    action = str(entry.get("action", ""))
+    reason = "Tuning" + "".join(w.capitalize() for w in action.split("_"))
+    message = f"{action} N={entry.get('n')} (round {entry.get('round')}): {entry.get('reason', '')}"
+    numbers = _numbers(entry.get("numbers") or {})
+    return Decision("Warning" if action == "rollback" else "Normal", reason,
+                    f"{message}. {numbers}" if numbers else message)
