@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from specpilot_runtime.engine_config import Accelerator, EngineConfig
-from specpilot_runtime.speculative import OFF
+from specpilot_runtime.speculative import OFF, SpeculativeConfig
 
 from ..api.models import SpeculativeDeployment
 from ..api.validate import speculative_config
@@ -20,7 +20,9 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None) -> EngineConf
     Raises ValueError when that N breaks the method's rules: render never emits a config vLLM refuses.
     """
     spec = sd.spec
-    speculative = speculative_config(spec, n)
+    # "0 turns speculation off" (tuning candidates): vLLM then runs without a speculative config, since
+    # every drafting method needs N >= 1.
+    speculative = SpeculativeConfig(method=OFF) if n == 0 else speculative_config(spec, n)
     problems = speculative.problems("spec.speculative")
     if problems:
         raise ValueError("; ".join(str(p) for p in problems))
