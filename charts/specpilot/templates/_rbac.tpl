@@ -19,6 +19,10 @@ every grant used. No wildcards, no Secrets.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "patch", "delete"]
+# The tuning loop finds each track's pods (and their IPs) to scrape their vLLM metrics.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # What the operator did and why, on the SpeculativeDeployment (`kubectl describe`).
 - apiGroups: [""]
   resources: ["events"]

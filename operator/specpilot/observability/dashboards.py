@@ -95,7 +95,7 @@ def tuner() -> Dashboard:
               (Query(f"max by ({BY_TRACK}) ({op.NUM_SPECULATIVE_TOKENS}{{{TRACK_FILTER}}})",
                      DEPLOYMENT_TRACK),), unit="short", min=0, width=8),
         Panel("Decision timeline",
-              "Tuning decisions per deployment: hold, start_canary, continue, promote, rollback.",
+              f"Tuning decisions per deployment: {', '.join(op.DECISIONS)}.",
               (Query(f"sum by (namespace, deployment, {op.LABEL_DECISION}) "
                      f"(increase({counter(op.TUNER_DECISIONS)}{{{OPERATOR_FILTER}}}[{RATE_WINDOW}]))",
                      DEPLOYMENT + " {{decision}}"),),
@@ -144,7 +144,7 @@ def tuner() -> Dashboard:
 
 def operator() -> Dashboard:
     reconciles = Row("Reconciles", (
-        Panel("Reconciles/s by result", "applied, unchanged, invalid, paused, error.",
+        Panel("Reconciles/s by result", f"{', '.join(op.RESULTS)}.",
               (Query(rate_sum(counter(op.RECONCILES), OPERATOR_FILTER, op.LABEL_RESULT), "{{result}}"),),
               unit="ops", stacked=True, min=0),
         Panel("Reconcile errors/s", "Reconciles that raised or hit an API error, by reason.",
