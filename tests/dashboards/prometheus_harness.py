@@ -2,7 +2,7 @@
 
 vLLM pods: the real vLLM scrape fixture, its counters and histograms scaled by the number of scrapes so
 far, so rates are non-zero and every series keeps vLLM's exact names, labels and types. The operator:
-its real OperatorMetrics registry, advanced on every scrape.
+its real OperatorMetrics and TunerMetrics, advanced on every scrape.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections import Counter as Tally
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,10 +20,11 @@ from typing import Any, Iterator
 
 import httpx
 import yaml
-from prometheus_client import Counter, Gauge, generate_latest
+from prometheus_client import generate_latest
 
 from specpilot.controller import metric_names as op
 from specpilot.controller.metrics import OperatorMetrics
+from specpilot.controller.tuning_metrics import TunerMetrics
 
 SCALED_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 
@@ -60,20 +61,13 @@ class Deployment:
 
 
 class OperatorExposition:
-    """The operator's own OperatorMetrics, driven as a busy operator would for `deployments` (stable and
-    canary each), moving on every scrape. The tuner's series come from the names module directly until
-    the tuning loop registers them in OperatorMetrics (creating them twice would then fail here)."""
+    """The operator's own registries (OperatorMetrics, TunerMetrics), driven as a busy operator would for
+    `deployments` (stable and canary each), moving on every scrape."""
 
     def __init__(self, deployments: list[Deployment]) -> None:
         self.metrics = OperatorMetrics()
+        self.tuner = TunerMetrics(self.metrics.registry)
         self.deployments = deployments
-        dep = [op.LABEL_NAMESPACE, op.LABEL_DEPLOYMENT]
-        r = self.metrics.registry
-        self.decisions = Counter(op.TUNER_DECISIONS, "Decisions.", [*dep, op.LABEL_DECISION], registry=r)
-        self.last_decision = Gauge(op.TUNER_LAST_DECISION_TIMESTAMP, "Last decision.", dep, registry=r)
-        self.predicted = Gauge(op.TUNER_PREDICTED_GOODPUT, "Predicted goodput.",
-                               [*dep, op.LABEL_NUM_SPECULATIVE_TOKENS], registry=r)
-        self.observed = Gauge(op.TUNER_OBSERVED_GOODPUT, "Observed goodput.", [*dep, op.LABEL_TRACK], registry=r)
         self.metrics.leader.set(1)
         self.metrics.managed.labels("SpeculativeDeployment").set(len(deployments))
 
@@ -91,12 +85,12 @@ class OperatorExposition:
             m.invalid.labels(*key).set(1 if i == 0 else 0)
             m.ready.labels(*key).set(2)
             for decision in (op.DECISION_CONTINUE, op.DECISION_ROLLBACK):
-                self.decisions.labels(*key, decision).inc()
-            self.last_decision.labels(*key).set(time.time())
+                self.tuner.decisions.labels(*key, decision).inc()
+            self.tuner.last.labels(*key).set(time.time())
             for n in range(0, max(d.n_stable, d.n_canary) + 1):
-                self.predicted.labels(*key, str(n)).set(100.0 + 10 * n)
-            self.observed.labels(*key, "stable").set(140.0)
-            self.observed.labels(*key, "canary").set(150.0)
+                self.tuner.predicted.labels(*key, str(n)).set(100.0 + 10 * n)
+            self.tuner.observed.labels(*key, "stable").set(140.0)
+            self.tuner.observed.labels(*key, "canary").set(150.0)
         return generate_latest(m.registry)
 
 
@@ -106,7 +100,7 @@ class ExpositionServer:
 
     vllm_fixture: str
     operator: OperatorExposition
-    scrapes: Tally = field(default_factory=Tally)
+    scrapes: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def body(self, path: str) -> bytes | None:
