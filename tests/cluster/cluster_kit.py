@@ -149,6 +149,23 @@ class NeverReady:
         return None
 
 
+UNREADY_FLAG_ENV = "SPECPILOT_TEST_UNREADY_FLAG"
+
+
+class FlagReady:
+    """A PodRuntime whose pods are Ready unless the file named by $SPECPILOT_TEST_UNREADY_FLAG exists:
+    a switch for the tests to take every pod's readiness away and give it back."""
+
+    async def start(self, ctx: Any) -> None:
+        return None
+
+    async def ready(self, ctx: Any) -> bool:
+        return not Path(os.environ[UNREADY_FLAG_ENV]).exists()
+
+    async def stop(self, ctx: Any) -> None:
+        return None
+
+
 def start_cluster(workdir: Path, *extra: str) -> Cluster:
     workdir.mkdir(parents=True, exist_ok=True)
     kubeconfig = workdir / "kubeconfig"

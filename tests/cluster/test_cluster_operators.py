@@ -3,9 +3,11 @@ the last one stopped without duplicating anything."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from cluster_kit import Cluster, example, wait_for
+import pytest
+from cluster_kit import UNREADY_FLAG_ENV, Cluster, example, start_cluster, stop_cluster, wait_for
 
 
 def _ready_at(cluster: Cluster, ns: str, name: str, n: int) -> dict[str, Any] | None:
@@ -103,3 +105,28 @@ def test_operator_watching_one_namespace_ignores_others(fresh_cluster: Cluster) 
              lambda: _ready_at(c, watched, name, obj["spec"]["speculative"]["numSpeculativeTokens"]))
     assert c.items("deploy", "-n", other) == []
     assert "status" not in c.get("sd", "-n", other, name)
+
+
+def test_pods_losing_readiness_degrade_and_recover(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = tmp_path / "unready"
+    monkeypatch.setenv(UNREADY_FLAG_ENV, str(flag))
+    c = start_cluster(tmp_path / "cluster", "--pod-runtime", "cluster_kit:FlagReady")
+    try:
+        c.start_operator("solo")
+        ns = c.namespace("health")
+        obj = example("mtp")
+        name, n = obj["metadata"]["name"], obj["spec"]["speculative"]["numSpeculativeTokens"]
+        c.apply(obj, ns)
+        wait_for("Ready", lambda: _ready_at(c, ns, name, n))
+
+        flag.touch()  # every pod fails its readiness probe
+        sd = wait_for("Degraded", lambda: (s := c.get("sd", "-n", ns, name))["status"]["phase"] == "Degraded" and s)
+        conds = {x["type"]: x for x in sd["status"]["conditions"]}
+        assert conds["Degraded"]["status"] == "True" and conds["Degraded"]["reason"] == "ReplicasUnavailable"
+        assert conds["Ready"]["status"] == "False" and sd["status"]["readyReplicas"] == 0
+
+        flag.unlink()
+        sd = wait_for("recovered", lambda: (s := _ready_at(c, ns, name, n)) and s["status"]["phase"] == "Running" and s)
+        assert {x["type"]: x["status"] for x in sd["status"]["conditions"]}["Degraded"] == "False"
+    finally:
+        stop_cluster(c)

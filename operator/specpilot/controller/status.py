@@ -65,9 +65,12 @@ def running_status(old: dict[str, Any], generation: int, method: str, rollout: R
     """Status after a successful reconcile. `tuning` and `acceptedLength` belong to the tuning loop
     and are left as they are; so is its Tuning condition while tuning is enabled."""
     conds = list(old.get("conditions") or [])
-    ready = rollout.complete and rollout.ready >= rollout.desired
+    serving = rollout.ready >= rollout.desired   # full capacity, whichever template the pods run
+    ready = rollout.complete and serving
     was_ready = (condition(old, READY) or {}).get("status") == "True"
-    degraded = rollout.deadline_exceeded or (was_ready and not ready and old.get("observedGeneration") == generation)
+    # Lost pods outside any rollout (a rollout's own churn is Progressing, not Degraded), or a rollout
+    # that stopped making progress.
+    degraded = rollout.deadline_exceeded or (was_ready and rollout.complete and not serving)
     if (condition(old, DEGRADED) or {}).get("status") == "True" and not ready:
         degraded = True  # stays degraded until every pod is back
     counts = f"{rollout.ready}/{rollout.desired} stable replicas ready"
@@ -87,8 +90,8 @@ def running_status(old: dict[str, Any], generation: int, method: str, rollout: R
     elif condition(old, TUNING) is None or (condition(old, TUNING) or {}).get("reason") == "Disabled":
         conds = set_condition(conds, TUNING, "Unknown", "Waiting", "tuning enabled; no round started yet",
                               generation)
-    phase = PHASE_DEGRADED if degraded else PHASE_TUNING if ready and rollout.canary_n is not None \
-        else PHASE_RUNNING if ready else PHASE_PENDING
+    phase = PHASE_DEGRADED if degraded else PHASE_TUNING if serving and rollout.canary_n is not None \
+        else PHASE_RUNNING if serving else PHASE_PENDING
     return {"observedGeneration": generation, "phase": phase, "conditions": conds, "method": method,
             "numSpeculativeTokens": rollout.stable_n, "canaryNumSpeculativeTokens": rollout.canary_n,
             "replicas": rollout.replicas, "readyReplicas": rollout.ready}
