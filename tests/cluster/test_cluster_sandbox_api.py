@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -153,3 +154,23 @@ spec:
         assert pod["status"]["phase"] == "Running" and not pod["status"]["containerStatuses"][0]["ready"]
     finally:
         stop_cluster(c)
+
+
+def test_replace_and_namespace_deletion(bare: Cluster) -> None:
+    bare.kubectl("create", "namespace", "doomed")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "doomed"},
+          "data": {"a": "1"}}
+    assert bare.apply(cm, "doomed").returncode == 0
+    before = bare.get("configmap", "-n", "doomed", "cfg")
+    cm["data"] = {"b": "2"}
+    done = bare.kubectl("replace", "-f", "-", stdin=json.dumps(cm))
+    assert done.returncode == 0
+    after = bare.get("configmap", "-n", "doomed", "cfg")
+    assert after["data"] == {"b": "2"} and after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
+
+    assert bare.kubectl("delete", "namespace", "doomed", "--timeout=60s").returncode == 0
+    assert bare.get("namespace", "doomed") is None
+    assert bare.items("configmaps", "-n", "doomed") == []
+    refused = bare.apply(cm, "doomed")
+    assert refused.returncode != 0 and 'namespaces "doomed" not found' in refused.stderr
