@@ -1,8 +1,10 @@
-"""A real Prometheus on 127.0.0.1 scraping recorded expositions served by a tiny local HTTP server.
+"""A real Prometheus on 127.0.0.1 scraping recorded expositions served by a tiny local HTTP server, and
+simulated engines.
 
 vLLM pods: the real vLLM scrape fixture, its counters and histograms scaled by the number of scrapes so
-far, so rates are non-zero and every series keeps vLLM's exact names, labels and types. The operator:
-its real OperatorMetrics and TunerMetrics, advanced on every scrape.
+far, so rates are non-zero and every series keeps vLLM's exact names, labels and types; and simulated
+engines (`specpilot-runtime simulate`, what the sandbox and the demo run) under a little load. The
+operator: its real OperatorMetrics and TunerMetrics, advanced on every scrape.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -139,9 +142,69 @@ class ExpositionServer:
             thread.join(timeout=5)
 
 
-def prometheus_config(exporter_port: int, pods: list[dict[str, str]], rule_file: Path) -> dict[str, Any]:
-    """Scrape every second; vLLM targets carry the labels the chart's PodMonitor copies from the pods,
-    and the operator's own `namespace` labels are honoured as the chart's ServiceMonitor does."""
+class SimulatedEngines:
+    """`specpilot-runtime simulate` processes on 127.0.0.1 under a bounded load, so their /metrics move
+    the way a serving pod's do."""
+
+    def __init__(self, workdir: Path, engines: dict[str, int], profile: str, time_scale: float = 20) -> None:
+        self.ports = {pod: free_port() for pod in engines}
+        self.model = profile
+        self.log = (workdir / "simulate.log").open("w")
+        self.processes = [subprocess.Popen(
+            [sys.executable, "-m", "specpilot_runtime.cli", "simulate", "--name", profile,
+             "--num-speculative-tokens", str(n), "--host", "127.0.0.1", "--port", str(self.ports[pod]),
+             "--time-scale", str(time_scale), "--seed", str(i)], stdout=self.log, stderr=subprocess.STDOUT)
+            for i, (pod, n) in enumerate(engines.items())]
+        self.stopping = threading.Event()
+        self.loaders: list[threading.Thread] = []
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        def ready() -> bool:
+            for proc in self.processes:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"simulate exited with {proc.returncode}; see {self.log.name}")
+            try:
+                return all(httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+                           for port in self.ports.values())
+            except httpx.TransportError:
+                return False
+        poll(ready, timeout, "simulated engines healthy")
+
+    def start_load(self, concurrency: int = 2, max_s: float = 120) -> None:
+        """Short completions from `concurrency` clients per engine until stop(), at most `max_s` seconds."""
+        deadline = time.monotonic() + max_s
+
+        def client(port: int) -> None:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                while not self.stopping.is_set() and time.monotonic() < deadline:
+                    http.post("/v1/completions", json={"model": self.model, "prompt": "Solve 12 * 7.",
+                                                       "max_tokens": 24})
+
+        self.loaders = [threading.Thread(target=client, args=(port,), daemon=True)
+                        for port in self.ports.values() for _ in range(concurrency)]
+        for thread in self.loaders:
+            thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.loaders:
+            thread.join(timeout=15)
+        for proc in self.processes:
+            proc.terminate()
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.log.close()
+
+
+def prometheus_config(exporter_port: int, pods: list[dict[str, str]], simulated: dict[int, dict[str, str]],
+                      rule_file: Path) -> dict[str, Any]:
+    """Scrape every second; vLLM targets (recorded and simulated) carry the labels the chart's
+    PodMonitor copies from the pods, and the operator's own `namespace` labels are honoured as the
+    chart's ServiceMonitor does."""
     target = f"127.0.0.1:{exporter_port}"
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -150,6 +213,8 @@ def prometheus_config(exporter_port: int, pods: list[dict[str, str]], rule_file:
             {"job_name": "vllm", "static_configs": [
                 {"targets": [target], "labels": {**labels, "__metrics_path__": f"/vllm/{labels['pod']}"}}
                 for labels in pods]},
+            {"job_name": "vllm-simulated", "static_configs": [
+                {"targets": [f"127.0.0.1:{port}"], "labels": labels} for port, labels in simulated.items()]},
             {"job_name": "specpilot-operator", "honor_labels": True, "metrics_path": "/operator",
              "static_configs": [{"targets": [target], "labels": {"instance": "operator-0"}}]},
         ],

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from prometheus_harness import Deployment, ExpositionServer, OperatorExposition, Prometheus, poll, prometheus_config
+from prometheus_harness import (Deployment, ExpositionServer, OperatorExposition, Prometheus, SimulatedEngines, poll,
+                                prometheus_config)
 
 from specpilot.observability import dashboards
 
@@ -17,6 +18,9 @@ VLLM_FIXTURE = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu-draft_model-n4.prom"
 RULES = ROOT / "charts" / "specpilot" / "files" / "specpilot-alerts.yaml"
 MODEL = "tiny"  # model_name in the fixture
 DEPLOYMENTS = [Deployment("serving", "qwen", 4, 3), Deployment("research", "gemma", 4, 5)]
+# Simulated engines (pod -> track, N), as the sandbox runs them for a SpeculativeDeployment.
+SIM_NAMESPACE, SIM_DEPLOYMENT, SIM_PROFILE = "sim", "simulated", "example-mtp-sequential"
+SIMULATED = {"simulated-stable-0": ("stable", 4), "simulated-canary-0": ("canary", 2)}
 # Grafana's $__rate_interval is at least four scrape intervals; the test scrapes every second.
 RATE_INTERVAL = "10s"
 ALL = ".*"
@@ -34,14 +38,24 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is missing: run `make tools`")
+    workdir = tmp_path_factory.mktemp("prometheus")
     exporter = ExpositionServer(VLLM_FIXTURE.read_text(), OperatorExposition(DEPLOYMENTS))
-    with exporter.serve() as port:
-        server = Prometheus(binary, tmp_path_factory.mktemp("prometheus"), prometheus_config(port, _pods(), RULES))
-        try:
-            server.wait_ready()
-            yield server
-        finally:
-            server.stop()
+    engines = SimulatedEngines(workdir, {pod: n for pod, (_, n) in SIMULATED.items()}, SIM_PROFILE)
+    try:
+        engines.wait_ready()
+        engines.start_load()
+        simulated = {engines.ports[pod]: {"namespace": SIM_NAMESPACE, "deployment": SIM_DEPLOYMENT, "track": track,
+                                          "pod": pod, "num_speculative_tokens": str(n)}
+                     for pod, (track, n) in SIMULATED.items()}
+        with exporter.serve() as port:
+            server = Prometheus(binary, workdir, prometheus_config(port, _pods(), simulated, RULES))
+            try:
+                server.wait_ready()
+                yield server
+            finally:
+                server.stop()
+    finally:
+        engines.stop()
 
 
 def _substitute(expr: str, values: dict[str, str]) -> str:
@@ -90,12 +104,15 @@ def test_every_panel_query_returns_data_for_all(prometheus: Prometheus) -> None:
 def test_per_track_panels_keep_stable_and_canary_apart(prometheus: Prometheus) -> None:
     expr = next(e for name, title, e in _queries() if name == "speculative-decoding" and title == "Mean accepted length")
     expr = _substitute(expr, {"namespace": ALL, "deployment": ALL, "model": ALL, "track": ALL})
-    expected = {(d.name, t) for d in DEPLOYMENTS for t in ("stable", "canary")}
+    expected = {(d.name, t) for d in DEPLOYMENTS for t in ("stable", "canary")} | \
+        {(SIM_DEPLOYMENT, track) for track, _ in SIMULATED.values()}
     # Each pod's first rate needs two of its scrapes; wait until every track has one.
     poll(lambda: {(s["metric"]["deployment"], s["metric"]["track"]) for s in prometheus.query(expr)} == expected,
          30, "mean accepted length for every deployment and track")
     for series in prometheus.query(expr):
-        assert 1 <= float(series["value"][1]) <= 5  # the fixture ran N=4: 1 + accepted/drafts is at most 5
+        # 1 + accepted/drafts is at most N + 1: the fixture and the stable engine run N=4, the canary N=2.
+        ceiling = 3 if series["metric"]["track"] == "canary" and series["metric"]["deployment"] == SIM_DEPLOYMENT else 5
+        assert 1 <= float(series["value"][1]) <= ceiling, series
 
 
 def test_panel_queries_follow_the_chosen_variables(prometheus: Prometheus) -> None:
@@ -121,13 +138,16 @@ def test_predicted_goodput_joins_the_n_each_track_runs(prometheus: Prometheus) -
 
 
 def test_template_variables_list_the_scraped_values(prometheus: Prometheus) -> None:
-    expected = {"namespace": {d.namespace for d in DEPLOYMENTS}, "deployment": {d.name for d in DEPLOYMENTS},
-                "model": {MODEL}, "track": {"stable", "canary"}}
+    operator = {"namespace": {d.namespace for d in DEPLOYMENTS}, "deployment": {d.name for d in DEPLOYMENTS}}
+    # Variables read from vLLM series also list the simulated engines.
+    vllm = {"namespace": operator["namespace"] | {SIM_NAMESPACE},
+            "deployment": operator["deployment"] | {SIM_DEPLOYMENT},
+            "model": {MODEL, SIM_PROFILE}, "track": {"stable", "canary"}}
     for dashboard, variable in _variables():
         metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
         match = _substitute(metric, {"namespace": ALL, "deployment": ALL})
-        poll(lambda: bool(prometheus.label_values(label, match)), 30, f"values of {label}")
-        assert set(prometheus.label_values(label, match)) == expected[variable["name"]], (dashboard, variable)
+        expected = (vllm if metric.startswith("vllm:") else operator)[variable["name"]]
+        poll(lambda: set(prometheus.label_values(label, match)) == expected, 30, f"values of {label} in {dashboard}")
 
 
 def test_alert_rules_load_and_evaluate(prometheus: Prometheus) -> None:
@@ -146,3 +166,13 @@ def test_alert_rules_load_and_evaluate(prometheus: Prometheus) -> None:
     # The exposition reports a rollback on every scrape, and a leader throughout.
     poll(lambda: "SpecpilotCanaryRolledBack" in active(), 30, "the rollback alert")
     assert "SpecpilotOperatorDown" not in active()
+
+
+def test_speculative_decoding_dashboard_shows_a_simulated_engine(prometheus: Prometheus) -> None:
+    """The engines `make demo` and the sandbox run fill the serving dashboard like real vLLM does."""
+    chosen = {"namespace": SIM_NAMESPACE, "deployment": SIM_DEPLOYMENT, "model": SIM_PROFILE, "track": ALL}
+    exprs = {f"{title} / {i}": _substitute(expr, chosen)
+             for i, (name, title, expr) in enumerate(_queries()) if name == "speculative-decoding"}
+    results = _wait_for_results(prometheus, exprs)
+    for result in results.values():
+        assert {s["metric"].get("deployment", SIM_DEPLOYMENT) for s in result} == {SIM_DEPLOYMENT}
