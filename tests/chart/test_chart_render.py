@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 
 import kubernetes_validate
 import pytest
@@ -208,3 +209,15 @@ def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...
         # The Lease is where the chart's leader-election Role lets the operator write it.
         (role,) = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]
         assert not parsed.no_leader_election and parsed.lease_namespace == role["metadata"]["namespace"]
+
+
+def test_packaged_chart_carries_crds_dashboards_and_rules(tmp_path) -> None:
+    proc = subprocess.run([str(HELM), "package", str(CHART), "--destination", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (package,) = tmp_path.glob("specpilot-*.tgz")
+    with tarfile.open(package) as tar:
+        names = set(tar.getnames())
+    expected = {f"specpilot/{p.relative_to(CHART)}" for sub in ("crds", "dashboards", "files", "templates")
+                for p in (CHART / sub).iterdir()}
+    assert expected <= names
