@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -211,7 +212,7 @@ def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...
         assert not parsed.no_leader_election and parsed.lease_namespace == role["metadata"]["namespace"]
 
 
-def test_packaged_chart_carries_crds_dashboards_and_rules(tmp_path) -> None:
+def test_packaged_chart_carries_crds_dashboards_and_rules(tmp_path: Path) -> None:
     proc = subprocess.run([str(HELM), "package", str(CHART), "--destination", str(tmp_path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
