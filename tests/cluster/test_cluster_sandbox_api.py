@@ -174,3 +174,19 @@ def test_replace_and_namespace_deletion(bare: Cluster) -> None:
     assert bare.items("configmaps", "-n", "doomed") == []
     refused = bare.apply(cm, "doomed")
     assert refused.returncode != 0 and 'namespaces "doomed" not found' in refused.stderr
+
+
+def test_lists_come_in_pages(bare: Cluster) -> None:
+    core = client.CoreV1Api(_api(bare))
+    core.create_namespace({"metadata": {"name": "paged"}})
+    for i in range(7):
+        core.create_namespaced_config_map("paged", {"metadata": {"name": f"p-{i}"}})
+    names, token = [], None
+    while True:
+        page = core.list_namespaced_config_map("paged", limit=3, _continue=token)
+        names += [cm.metadata.name for cm in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert names == [f"p-{i}" for i in range(7)]
+    assert len(bare.kubectl("get", "cm", "-n", "paged", "--chunk-size=2", "-o", "name").stdout.split()) == 7

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from typing import Any
@@ -213,12 +214,38 @@ class ApiServer:
                        single: bool = False) -> web.Response:
         """A list, or one object; as a Table when kubectl asks for server-side printing."""
         rv = str(self.store.rv)
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if not single:
+            items, meta = self._page(request, items, meta)
         if "as=Table" in request.headers.get("Accept", ""):
-            return _json(to_table(rtype, items, rv, request.query.get("includeObject", "PartialObjectMetadata")))
+            table = to_table(rtype, items, rv, request.query.get("includeObject", "PartialObjectMetadata"))
+            table["metadata"] = meta
+            return _json(table)
         if single:
             return _json(items[0])
-        return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
-                      "metadata": {"resourceVersion": rv}, "items": items})
+        return _json({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
+                      "items": items})
+
+    @staticmethod
+    def _page(request: web.Request, items: list[dict[str, Any]],
+              meta: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """`limit`/`continue` chunking. The token holds the offset into the (name-sorted) list; unlike the
+        real server's, later pages show the current state, not the first page's snapshot."""
+        start = 0
+        token = request.query.get("continue")
+        if token:
+            try:
+                start = int(json.loads(base64.urlsafe_b64decode(token.encode()))["start"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise errors.bad_request(f"invalid continue token: {exc}") from exc
+        limit = int(request.query.get("limit") or 0)
+        if limit <= 0 and not start:
+            return items, meta
+        end = start + limit if limit > 0 else len(items)
+        if end < len(items):
+            meta = {**meta, "continue": base64.urlsafe_b64encode(json.dumps({"start": end}).encode()).decode(),
+                    "remainingItemCount": len(items) - end}
+        return items[start:end], meta
 
     async def _scale(self, request: web.Request, rtype: ResourceType, namespace: str | None, name: str) -> web.Response:
         if request.method in ("PUT", "PATCH"):
