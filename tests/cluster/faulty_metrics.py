@@ -1,0 +1,41 @@
+"""A PodRuntime (`--pod-runtime faulty_metrics:FaultyMetrics`) whose pods are healthy but whose /metrics
+is useless: pods of Deployments named `garbage...` answer 200 with an HTML page, those named `hang...`
+never answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+
+class FaultyMetrics:
+    def __init__(self) -> None:
+        self._runners: dict[str, web.AppRunner] = {}
+
+    async def start(self, ctx: Any) -> None:
+        hang = ctx.name.startswith("hang")
+
+        async def metrics(_: web.Request) -> web.Response:
+            if hang:
+                await asyncio.sleep(3600)
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>", content_type="text/html")
+
+        async def health(_: web.Request) -> web.Response:
+            return web.Response()
+
+        app = web.Application()
+        app.add_routes([web.get("/metrics", metrics), web.get("/health", health)])
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        await web.TCPSite(runner, ctx.ip, ctx.ports()["http"]).start()
+        self._runners[ctx.name] = runner
+
+    async def ready(self, ctx: Any) -> bool:
+        return True
+
+    async def stop(self, ctx: Any) -> None:
+        runner = self._runners.pop(ctx.name, None)
+        if runner is not None:
+            await runner.cleanup()

@@ -1,0 +1,35 @@
+"""A metrics endpoint that returns garbage or never answers: the tuner makes no decision (nothing in
+status.tuning's history, no canary) and the Tuning condition says why, naming the pod."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
+from tuning_kit import condition, deployment, tuned, tuning
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("faulty"), "--pod-runtime", "faulty_metrics:FaultyMetrics")
+    try:
+        c.start_operator("main")
+        wait_for("the operator to lead", lambda: c.lease_holder() == "main")
+        yield c
+    finally:
+        stop_cluster(c)
+
+
+@pytest.mark.parametrize("name,says", [("garbage", "not Prometheus metrics"), ("hang", "timed out")])
+def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name: str, says: str) -> None:
+    ns = faulty.namespace(name)
+    assert faulty.apply(tuned(name, "qwen35-122b-mtp-math500"), ns).returncode == 0
+    cond = wait_for("the Tuning condition to say why",
+                    lambda: (x := condition(faulty, ns, name, "Tuning")).get("reason") == "MetricsUnavailable" and x,
+                    timeout=45)
+    pod = faulty.items("pods", "-n", ns)[0]["metadata"]["name"]
+    assert cond["status"] == "False"
+    assert pod in cond["message"] and says in cond["message"] and "no decision" in cond["message"]
+    assert not tuning(faulty, ns, name).get("history")
+    assert deployment(faulty, ns, f"{name}-canary") is None
