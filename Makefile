@@ -23,7 +23,7 @@ test: test-unit test-cluster test-chart test-vllm
 test-unit: setup
 	$(PYTEST) tests/unit
 
-test-cluster: setup
+test-cluster: tools
 	$(PYTEST) tests/cluster
 
 test-chart: tools

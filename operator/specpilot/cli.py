@@ -13,7 +13,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.observability.commands",
     "specpilot.load.command",
     "specpilot.bench.cli",
-    "specpilot.bench.operator_bench",
     "specpilot.controller.commands",
     "specpilot.sandbox.commands",
 )

@@ -29,11 +29,8 @@ NAMESPACE = "bench"
 METHODS = (("ngram", None), ("mtp", None), ("eagle3", "org/eagle3-draft"), ("draft_model", "org/small-draft"))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds `operator` under `specpilot bench` (created by specpilot.bench.cli, or here if absent)."""
-    bench = subparsers.choices.get("bench") or subparsers.add_parser("bench", help="benchmarks")
-    sub = next((a for a in bench._actions if isinstance(a, argparse._SubParsersAction)), None) or \
-        bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `operator` to the subcommands of `specpilot bench`."""
     p = sub.add_parser("operator", help="apply many SpeculativeDeployments to the sandbox at once",
                        description="Start the sandbox and the operator, apply N SpeculativeDeployments at once, "
                                    "and report apply-to-children and apply-to-Ready latency, reconcile "
