@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -15,6 +17,7 @@ from helm_tools import CHART, CRD_KINDS, HELM, NAMESPACE, ROOT, by_kind, helm_te
 from specpilot.cli import build_parser
 from specpilot.observability import alerts, dashboards
 from specpilot.render import names
+from specpilot.render.images import SPECPILOT_VERSION
 from specpilot.render.pod import PORT_NAME
 
 # Value sets a user would plausibly install with; every check below runs against all of them.
@@ -222,3 +225,17 @@ def test_packaged_chart_carries_crds_dashboards_and_rules(tmp_path: Path) -> Non
     expected = {f"specpilot/{p.relative_to(CHART)}" for sub in ("crds", "dashboards", "files", "templates")
                 for p in (CHART / sub).iterdir()}
     assert expected <= names
+
+
+def test_default_image_is_the_operator_image_the_project_builds() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == importlib.metadata.version("specpilot") == SPECPILOT_VERSION
+    objects = render()
+    container = _operator_container(objects)
+    assert container["image"] == f"specpilot/specpilot:{chart['appVersion']}"
+    # The operator stage of images/Dockerfile runs as this user; the chart's non-root settings match it.
+    dockerfile = (ROOT / "images" / "Dockerfile").read_text()
+    operator_stage = dockerfile[dockerfile.index("AS operator"):]
+    user = int(re.search(r"^USER (\d+)$", operator_stage, re.M).group(1))
+    (deployment,) = by_kind(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == user
