@@ -15,6 +15,7 @@ import copy
 import hashlib
 import json
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
 NODE_NAME = "sandbox"
 WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
+IP_RANGE = 254 * 254 * 200  # pod addresses 127.1.1.1 .. 127.200.254.254
 DEADLINE_CHECK_S = 5.0
 
 
@@ -111,7 +113,9 @@ class PodRunner:
         self._ctx: dict[str, PodContext] = {}            # pod uid -> what its runtime was started with
         # deployment uid -> (last rollout progress seen, loop time it was first seen)
         self._progress: dict[str, tuple[tuple[str, int, int, int], float]] = {}
-        self._next_ip = 0
+        # Start at a random address: sandboxes running side by side (parallel test runs) would otherwise
+        # hand out the same 127.x addresses, and a second pod runtime could not bind them.
+        self._next_ip = random.randrange(IP_RANGE)
         reg = store.registry
         self._t = {k: reg.lookup(g, "v1", p) for k, g, p in (
             ("deploy", "apps", "deployments"), ("rs", "apps", "replicasets"), ("pod", "", "pods"),
@@ -356,7 +360,7 @@ class PodRunner:
         used = {ctx.ip for ctx in self._ctx.values()}
         while True:
             self._next_ip += 1
-            n = self._next_ip % (254 * 254 * 200)
+            n = self._next_ip % IP_RANGE
             ip = f"127.{1 + n // (254 * 254)}.{(n // 254) % 254 + 1}.{n % 254 + 1}"
             if ip not in used:
                 return ip
