@@ -49,19 +49,19 @@ def test_canary_never_ready_is_rolled_back_within_progress_deadline(cluster: Clu
 
 
 def test_worse_canary_is_rolled_back_and_stable_untouched(cluster: Cluster, ns: str) -> None:
-    # dflash at N=7 is this profile's best; the tuner's first probe (N=15) serves about 6% less.
-    assert cluster.apply(tuned("worse", "qwen36-35b-a3b-dflash"), ns).returncode == 0
+    # eagle3 at N=3; N=7 serves about 5% less here, though extrapolating S_1..S_3 makes it look worth a try.
+    assert cluster.apply(tuned("worse", "minimax-m3-eagle3-humaneval", candidates=[3, 7]), ns).returncode == 0
     before = _wait_stable_ready(cluster, ns, "worse")
-    load = start_load(cluster, ns, "worse", 90)
+    load = start_load(cluster, ns, "worse", 60)
     try:
-        rollback = wait_for("a rollback", lambda: decisions(cluster, ns, "worse", "rollback"), timeout=80)[0]
+        rollback = wait_for("a rollback", lambda: decisions(cluster, ns, "worse", "rollback"), timeout=50)[0]
         wait_for("the canary Deployment to go", lambda: deployment(cluster, ns, "worse-canary") is None)
         assert _stable(cluster, ns, "worse") == before
     finally:
         stop_load(load)
     start = decisions(cluster, ns, "worse", "start_canary")[0]
-    assert rollback["n"] == start["n"] != 7
+    assert rollback["n"] == start["n"] == 7
     assert decisions(cluster, ns, "worse", "promote") == []
     verdict = rollback["numbers"]["verdict"]
-    assert verdict["decision"] == "rollback" and verdict["gain_pct"] < 2.0  # below the promotion margin
+    assert verdict["decision"] == "rollback" and verdict["gain_pct"] < 0  # measured worse than stable
     assert events(cluster, ns, "TuningRollback")
