@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.bench.cli",
     "specpilot.controller.commands",
     "specpilot.sandbox.commands",
+    "specpilot.demo.command",
 )
 
 

@@ -130,7 +130,7 @@ class TuningLoop:
         stable_goodput = observed_goodput(obs.stable, obs.window_s)
         self.metrics.record(self.namespace, self.name, action, now,
                             {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
-                            predicted_goodput(new_state.history, stable_goodput))
+                            predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
         if action.kind != "hold" or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)

@@ -22,17 +22,23 @@ def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:
     return w.delta.generation_tokens / window_s / w.ready_pods
 
 
-def predicted_goodput(history: list[dict[str, Any]], stable_goodput: float | None) -> dict[int, float]:
-    """Goodput per candidate N from the newest plan's expected gains over stable, scaled by stable's
-    measured goodput (the planner predicts ratios; the level is what stable serves now)."""
-    if stable_goodput is None:
-        return {}
+def latest_plan(history: list[dict[str, Any]]) -> tuple[int, dict[int, float]] | None:
+    """The newest plan's stable N and its expected gain (percent) over that N for each candidate."""
     for entry in reversed(history):
         numbers = entry.get("numbers") or {}
-        gains = (numbers.get("plan") or numbers).get("gain_pct")
-        if gains:
-            return {int(n): stable_goodput * (1 + g / 100) for n, g in gains.items()}
-    return {}
+        plan = numbers.get("plan") or numbers
+        if plan.get("gain_pct") and plan.get("stable_n") is not None:
+            return int(plan["stable_n"]), {int(n): float(g) for n, g in plan["gain_pct"].items()}
+    return None
+
+
+def predicted_goodput(history: list[dict[str, Any]], stable_n: int, stable_goodput: float | None) -> dict[int, float]:
+    """Goodput per candidate N from the newest plan made at the current stable N, scaled by stable's measured
+    goodput (the planner predicts ratios; the level is what stable serves now). Empty when there is none."""
+    plan = latest_plan(history)
+    if stable_goodput is None or plan is None or plan[0] != stable_n:
+        return {}
+    return {n: stable_goodput * (1 + g / 100) for n, g in plan[1].items()}
 
 
 class TunerMetrics:
