@@ -24,6 +24,7 @@ import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
 from specpilot.api.validate import InvalidSpeculativeDeployment, load
+from specpilot.controller import traffic
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.reconcile import PAUSED_ANNOTATION, sd_path
@@ -127,6 +128,10 @@ class TuningLoop:
             return
         new_state, action = step(state, spec.tuning, obs, now)
         await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
+        if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
+            serving = new_state.canary_n is not None and any(
+                t.ready for t in targets if t.track == "canary" and t.n == new_state.canary_n)
+            await self._route(obj, spec.tuning.canary.http_route, traffic.canary_weight(sd, serving))
         stable_goodput = observed_goodput(obs.stable, obs.window_s)
         self.metrics.record(self.namespace, self.name, action, now,
                             {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
@@ -143,6 +148,20 @@ class TuningLoop:
             decision = ts.decision_event(entry)
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             await asyncio.to_thread(poster, obj, decision.reason, decision.message)
+
+    async def _route(self, obj: dict[str, Any], route_name: str, weight: int) -> None:
+        """Set the HTTPRoute's backend weights; a missing route is reported, and traffic then splits by
+        replicas behind the deployment's Service."""
+        path = traffic.route_path(self.namespace, route_name)
+        route = await asyncio.to_thread(self.kube.get, path)
+        if route is None:
+            await asyncio.to_thread(self.events.warning, obj, "HTTPRouteMissing",
+                                    f"HTTPRoute {route_name} not found: canary traffic follows the replica ratio")
+            return
+        rules = traffic.weighted_rules(route, self.name, weight)
+        if rules != (route.get("spec") or {}).get("rules"):
+            await asyncio.to_thread(self.kube.request, "PATCH", path, {"spec": {"rules": rules}}, None,
+                                    "application/merge-patch+json")
 
     async def _write(self, patch_of: Any) -> None:
         """Patch status from its current value, under the object's reconcile lock (the reconciler writes
@@ -174,6 +193,9 @@ class TuningLoop:
         state, _ = step(state, sd.spec.tuning, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n}})
+        canary = sd.spec.tuning.canary
+        if canary.traffic_routing == "gateway" and canary.http_route:
+            await self._route(obj, canary.http_route, 0)
 
 
 def _generation(obj: dict[str, Any]) -> int | None:

@@ -12,7 +12,7 @@ from typing import Any
 from ..api.models import SpeculativeDeployment
 from .engine import config_hash, config_map, engine_config, engine_json
 from .names import Track, owner_reference
-from .workload import deployment, service
+from .workload import deployment, service, track_service
 
 __all__ = ["Track", "engine_config", "owner_reference", "render", "render_service", "render_track"]
 
@@ -33,7 +33,10 @@ def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | No
     config = engine_config(sd, n)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
-    return _owned([config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text))], owner)
+    objects = [config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text))]
+    if sd.spec.tuning.canary.traffic_routing == "gateway":
+        objects.append(track_service(sd, track))
+    return _owned(objects, owner)
 
 
 def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -43,6 +43,11 @@ def service_name(name: str) -> str:
     return name
 
 
+def track_service_name(name: str, track: Track) -> str:
+    """With Gateway API traffic routing, a Service per track that the HTTPRoute weights."""
+    return f"{name}-{track}"
+
+
 def owned_labels(name: str) -> dict[str, str]:
     """Labels on every child: who manages it and which SpeculativeDeployment it belongs to."""
     return {MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: name}

@@ -15,6 +15,7 @@ from .names import (
     owned_labels,
     selector,
     service_name,
+    track_service_name,
 )
 from .pod import PORT_NAME, STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
 
@@ -49,6 +50,21 @@ def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str
             "progressDeadlineSeconds": max(deadline, 1),
             "revisionHistoryLimit": 3,
             "template": pod_template(sd, track, n, engine_hash),
+        },
+    }
+
+
+def track_service(sd: SpeculativeDeployment, track: Track) -> dict[str, Any]:
+    """One track's pods only: the backend an HTTPRoute weights when traffic routing is `gateway`."""
+    name = sd.metadata["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(sd, track_service_name(name, track), {**owned_labels(name), TRACK_LABEL: track}),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(name, track),
+            "ports": [{"name": PORT_NAME, "port": DEFAULT_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
         },
     }
 

@@ -1,0 +1,53 @@
+"""Gateway API traffic routing: with `trafficRouting: gateway` the operator renders a Service per track and
+weights the named HTTPRoute's backends, the canary at its replica share while it serves, and back to the
+stable track alone after the verdict. Other backends of the route are left alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster_kit import Cluster, wait_for
+from tuning_kit import start_load, stop_load, tuned, tuning
+
+# A minimal HTTPRoute CRD: the sandbox stores any custom resource; the operator only patches backendRefs.
+HTTPROUTE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+    "spec": {"group": "gateway.networking.k8s.io", "scope": "Namespaced",
+             "names": {"plural": "httproutes", "singular": "httproute", "kind": "HTTPRoute", "listKind": "HTTPRouteList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {
+                     "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+ROUTE = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "chat-route"},
+         "spec": {"parentRefs": [{"name": "gateway"}],
+                  "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+                             "backendRefs": [{"name": "chat", "port": 8000}]},
+                            {"backendRefs": [{"name": "elsewhere", "port": 80}]}]}}
+
+
+def _backends(cluster: Cluster, ns: str) -> list[list[tuple[Any, ...]]]:
+    route = cluster.get("httproute", "chat-route", "-n", ns) or {}
+    return [[(b["name"], b.get("weight")) for b in r.get("backendRefs") or []] for r in route["spec"]["rules"]]
+
+
+def test_gateway_routing_weights_the_canary(cluster: Cluster, ns: str) -> None:
+    assert cluster.apply(HTTPROUTE_CRD, ns).returncode == 0
+    wait_for("the HTTPRoute kind", lambda: cluster.kubectl("get", "httproutes", "-n", ns, check=False).returncode == 0)
+    assert cluster.apply(ROUTE, ns).returncode == 0
+    sd = tuned("chat", "qwen35-122b-mtp-math500", candidates=[3, 7],
+               canary={"trafficRouting": "gateway", "httpRoute": "chat-route"})
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("the track Services", lambda: cluster.get("service", "chat-stable", "-n", ns))
+    load = start_load(cluster, ns, "chat", 60)
+    try:
+        wait_for("the canary to get half the traffic", lambda: _backends(cluster, ns)[0]
+                 == [("chat-stable", 50), ("chat-canary", 50)], timeout=40)
+        assert cluster.get("service", "chat-canary", "-n", ns)["spec"]["selector"]["specpilot.io/track"] == "canary"
+        wait_for("the verdict", lambda: tuning(cluster, ns, "chat").get("phase") not in ("canary_starting", "analysing"),
+                 timeout=40)
+        wait_for("stable alone in the route", lambda: _backends(cluster, ns)[0] == [("chat-stable", 100)], timeout=20)
+    finally:
+        stop_load(load)
+    assert _backends(cluster, ns)[1] == [("elsewhere", None)]
+    wait_for("the canary Service to go", lambda: cluster.get("service", "chat-canary", "-n", ns) is None)
