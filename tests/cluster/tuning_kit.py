@@ -3,7 +3,6 @@ through their Services (`specpilot load` subprocesses), and reading what the tun
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from typing import Any
