@@ -36,3 +36,6 @@ def test_hand_edit_and_tuning_off_win(cluster: Cluster, ns: str) -> None:
     finally:
         stop_load(load)
     assert _n(cluster, ns, "chat") == "5" and deployment(cluster, ns, "chat-canary") is None
+    # Turning tuning on again must not bring an old canary back: the tuner resumes by observing.
+    wait_for("the tuner to drop its canary", lambda: tuning(cluster, ns, "chat").get("phase") == "observing", 10)
+    assert tuning(cluster, ns, "chat").get("canaryN") is None

@@ -206,8 +206,10 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
     """Add the tuning daemon to the operator's registry; its metrics go on the operator's registry."""
     metrics = TunerMetrics(scheduler.metrics.registry)
 
+    # Stopped daemons are asked first (the loop checks `stopped` every POLL_S and then hands the canary
+    # back), and cancelled only if a window in flight (a slow scrape) outlasts the backoff.
     @kopf.daemon(GROUP, VERSION, PLURAL, id="tuning", when=_enabled, registry=registry,
-                 cancellation_timeout=5.0)
+                 cancellation_backoff=3.0, cancellation_timeout=5.0)
     async def _tuning(stopped: kopf.DaemonStopped, namespace: str, name: str, body: kopf.Body,
                       **_: Any) -> None:
         async with scrape.client() as client:
