@@ -22,7 +22,7 @@ def _patch(cluster: Cluster, ns: str, spec: dict) -> None:
 
 def test_hand_edit_and_tuning_off_win(cluster: Cluster, ns: str) -> None:
     assert cluster.apply(tuned("chat", "qwen35-122b-mtp-math500", candidates=[3, 7]), ns).returncode == 0
-    load = start_load(cluster, ns, "chat", 60)
+    load = start_load(cluster, ns, "chat", 90)
     try:
         wait_for("a canary under analysis", lambda: tuning(cluster, ns, "chat").get("phase") == "analysing", 45)
         _patch(cluster, ns, {"speculative": {"numSpeculativeTokens": 5}})
@@ -31,6 +31,7 @@ def test_hand_edit_and_tuning_off_win(cluster: Cluster, ns: str) -> None:
         assert t["history"][-1]["action"] == "reset" and t.get("canaryN") is None
         wait_for("the canary to go", lambda: deployment(cluster, ns, "chat-canary") is None, 20)
         wait_for("stable to run N=5", lambda: _n(cluster, ns, "chat") == "5", 20)
+        wait_for("a new canary under analysis", lambda: tuning(cluster, ns, "chat").get("phase") == "analysing", 40)
         _patch(cluster, ns, {"tuning": {"enabled": False}})
         wait_for("Tuning=False/Disabled", lambda: condition(cluster, ns, "chat", "Tuning").get("reason") == "Disabled", 20)
     finally:
