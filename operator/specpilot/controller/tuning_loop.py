@@ -32,7 +32,7 @@ from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, 
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, sim_time_scale
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
-from specpilot.tuning import Observations, TunerState, step
+from specpilot.tuning import Observations, TrackWindow, TunerState, step
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,19 @@ class TuningLoop:
         return window_s
 
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment, time_scale: float) -> None:
+        spec, now = sd.spec, time.time()
+        old = (obj.get("status") or {}).get("tuning")
+        state = TunerState.from_status(old, method=spec.speculative.method,
+                                       stable_n=spec.speculative.num_speculative_tokens,
+                                       block_size=spec.speculative.block_size, now=now)
+        if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
+            # Acted on before any scrape: the user wins even while metrics are unavailable.
+            before = list(state.history)
+            state = ts.restart_at_spec(state, spec.speculative.num_speculative_tokens, now)
+            cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
+            await self._commit(obj, sd, before, state, cond, None)
+            self.counter.reset()
+            return
         selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
         pods, deployments = await asyncio.gather(
             asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, selector),
@@ -114,18 +127,7 @@ class TuningLoop:
         deltas, elapsed = self.counter.advance(scrapes, now)
         if elapsed is None:
             return  # the first scrape only sets the baseline of each pod
-        spec = sd.spec
         obs = ts.observations(deployments, targets, deltas, elapsed * time_scale)
-        old = (obj.get("status") or {}).get("tuning")
-        state = TunerState.from_status(old, method=spec.speculative.method,
-                                       stable_n=spec.speculative.num_speculative_tokens,
-                                       block_size=spec.speculative.block_size, now=now)
-        if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
-            before = list(state.history)
-            state = ts.restart_at_spec(state, spec.speculative.num_speculative_tokens, now)
-            cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
-            await self._commit(obj, sd, before, state, cond, obs.stable)
-            return
         new_state, action = step(state, spec.tuning, obs, now)
         await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
@@ -141,7 +143,7 @@ class TuningLoop:
                      action.reason, new_state.phase)
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
-                      state: TunerState, cond: tuple[str, str, str], stable: Any) -> None:
+                      state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None) -> None:
         spec_n = sd.spec.speculative.num_speculative_tokens
         await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable))
         for entry in ts.new_entries(old_history, state.history):
