@@ -125,5 +125,6 @@ def test_new_history_entries_become_events_with_their_numbers() -> None:
     assert (event.event_type, event.reason) == ("Warning", "TuningRollback")
     assert "worse by 4.0%" in event.message and "gain_pct=-4.0" in event.message
     start = ts.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r",
-                               "numbers": {"gain_pct": {"7": 12.5}}})
-    assert (start.event_type, start.reason) == ("Normal", "TuningStartCanary") and "N=7: +12.5%" in start.message
+                               "numbers": {"stable_n": 3, "gain_pct": {"0": -40.0, "7": 12.5}}})
+    assert (start.event_type, start.reason) == ("Normal", "TuningStartCanary")
+    assert "against stable N=3: N=0 -40.0%, N=7 +12.5%" in start.message

@@ -136,8 +136,8 @@ def _numbers(numbers: dict[str, Any]) -> str:
     if verdict:
         parts.append(", ".join(f"{k}={v}" for k, v in verdict.items() if not isinstance(v, (dict, list))))
     if "gain_pct" in plan:
-        gains = ", ".join(f"N={n}: {g:+.1f}%" for n, g in plan["gain_pct"].items())
-        parts.append(f"expected gain over stable {gains}")
+        gains = ", ".join(f"N={n} {g:+.1f}%" for n, g in plan["gain_pct"].items())
+        parts.append(f"expected goodput against stable N={plan.get('stable_n')}: {gains}")
     return "; ".join(p for p in parts if p)
 
 
