@@ -239,3 +239,16 @@ def test_default_image_is_the_operator_image_the_project_builds() -> None:
     user = int(re.search(r"^USER (\d+)$", operator_stage, re.M).group(1))
     (deployment,) = by_kind(objects, "Deployment")
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == user
+
+
+def test_gateway_routing_grants_httproutes_only_when_asked() -> None:
+    def httproute_verbs(*args: str) -> set[str]:
+        roles = by_kind(render(*args), "ClusterRole") + by_kind(render(*args), "Role")
+        return {verb for role in roles for rule in role.get("rules", [])
+                if "httproutes" in rule["resources"] for verb in rule["verbs"]}
+
+    assert httproute_verbs() == set()
+    # The tuning loop reads the named HTTPRoute and patches its backend weights (controller/traffic.py).
+    assert httproute_verbs("--set", "rbac.gatewayApi=true") == {"get", "patch"}
+    namespaced = ("--set", "rbac.gatewayApi=true", "--set", "watch.namespaces={team-a}")
+    assert httproute_verbs(*namespaced) == {"get", "patch"}

@@ -27,6 +27,12 @@ every grant used. No wildcards, no Secrets.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- if .Values.rbac.gatewayApi }}
+# tuning.canary.trafficRouting: gateway: read the named HTTPRoute and set its backend weights.
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes"]
+  verbs: ["get", "patch"]
+{{- end }}
 {{- end }}
 
 {{/* Cluster-scoped reads Kopf makes to notice CRDs (and, when watching listed namespaces, namespaces)
