@@ -4,25 +4,12 @@ same canary Deployment keeps running (no second canary), the tuner continues fro
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
-
-import pytest
-from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
+from cluster_kit import Cluster, wait_for
 from tuning_kit import deployment, start_load, stop_load, tuned, tuning
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path / "cluster")
-    try:
-        yield c
-    finally:
-        stop_cluster(c)
-
-
-def test_restart_mid_analysis_resumes_the_round(sandbox: Cluster) -> None:
-    c = sandbox
+def test_restart_mid_analysis_resumes_the_round(fresh_cluster: Cluster) -> None:
+    c = fresh_cluster
     first = c.start_operator("first")
     wait_for("the first operator to lead", lambda: c.lease_holder() == "first")
     ns = c.namespace("restart")
