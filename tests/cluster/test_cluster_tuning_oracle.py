@@ -13,10 +13,9 @@ from tuning_kit import default_n, profile, relative_goodput, served_loads, start
 CASES = [  # (object name, profile, spec.tuning changes)
     # mtp, default 3 (17% below the best), best 7; candidates 0..7: the profile has no N=8
     ("sequential", "qwen35-122b-mtp-math500", {"candidates": list(range(8))}),
-    # dflash, default 7 (13-22% below at 4-8 sequences per pod), best 14; candidates 0..14: this profile's
-    # step time jumps at 15, which the tuner's step-time prior does not foresee (a canary at 15 is better
-    # than 7 and gets promoted, and the tuner does not probe 14 from there)
-    ("parallel", "example-dflash-parallel", {"candidates": list(range(15))}),
+    # dflash, default 7 (13-22% below at 4-8 sequences per pod), best 14, default candidates (0..15): the
+    # profile accepts less at 15 (the block is full), so after a canary at 15 the tuner must probe 14
+    ("parallel", "example-dflash-parallel", {}),
     # eagle3, default 3 (14% below), best 0: speculation off
     ("off-best", "qwen3-8b-eagle3-math500", {"candidates": list(range(8))}),
 ]

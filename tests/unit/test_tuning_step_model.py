@@ -38,8 +38,8 @@ def test_overhead_grows_with_n_and_load() -> None:
 def test_prior_kappa_is_centred_on_the_measurement() -> None:
     m = StepModel(Family.SEQUENTIAL)
     assert float(np.median(m.kappa_samples(1001))) == pytest.approx(1.0, rel=0.05)
-    assert 0.9 < m.kappa_mean() < 1.2
-    assert m.kappa_sd() > 0.3
+    assert 0.9 < m.kappa_mean() < 1.4  # log-normal: the mean sits above the median
+    assert m.kappa_sd() > 0.6
 
 
 def test_paired_windows_teach_kappa() -> None:

@@ -6,7 +6,8 @@
   with depth, so it is not extrapolated from a_1) with a spread, never above the S_K bound.
 - Parallel block drafters (DFlash, DSpark): a block of N masked positions is predicted at once, so S_k may
   depend on N. Windows at exactly N' are used when present; otherwise the nearest observed N is borrowed
-  with a multiplicative uncertainty that grows with the distance.
+  with a multiplicative uncertainty that grows with the distance, and between two observed N at least as
+  large as their measured disagreement on the positions they share.
 
 `sample_lengths` draws E[L_N] for every candidate under these beliefs; the planner and the judge reason
 over those draws. Randomness comes in only as the caller's standard-normal draws, so results are
@@ -29,6 +30,8 @@ from .survival import Survival, estimate
 EXTRAPOLATION_SD = 0.08
 # Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
 BORROW_SD = 0.03
+# Standard errors of sampling noise discounted from two measured N's disagreement (parallel drafters).
+DISAGREEMENT_Z = 0.5
 # Standard errors above S_K at which the optimistic bound caps beliefs beyond the observed depth.
 BOUND_Z = 3.0
 # Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
@@ -133,8 +136,30 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
         # Borrow from the nearest larger observed N (its prefix measures every position), else the
         # nearest smaller one (extrapolated past its depth).
         larger = [o for o in observed if o > n]
+        smaller = [o for o in observed if o < n]
         src = min(larger) if larger else max(observed)
         curve = _curve_samples(estimate(records, exact_n=src), n, d)
         spread = BORROW_SD * np.sqrt(abs(n - src) / src)
+        if larger and smaller:
+            # Between two measured N the curve is as uncertain as they disagree with each other.
+            spread = max(spread, measured_disagreement(records, max(smaller), src))
         out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(spread * d.borrow)
     return out
+
+
+def measured_disagreement(records: Sequence[WindowRecord], low: int, high: int) -> float:
+    """|log| ratio of sum S_1..S_low measured at N=high to the same sum measured at N=low (parallel drafters).
+
+    The only evidence of how much S_k depends on N in this deployment: two measured N that agree on their
+    common positions make the curve between them trustworthy; a block drafter that accepts less once its
+    block is full (say) shows up here, and an N between them is then worth measuring rather than borrowing.
+    """
+    a = estimate(records, exact_n=low)
+    b = estimate(records, exact_n=high)
+    k = min(low, a.depth, b.depth)
+    sum_a, sum_b = sum(a.s[:k]), sum(b.s[:k])
+    if k == 0 or sum_a <= 0 or sum_b <= 0:
+        return 0.0
+    # Only what exceeds the sampling noise counts (positions' errors added up: they are correlated).
+    se = float(np.hypot(sum(a.se[:k]) / sum_a, sum(b.se[:k]) / sum_b))
+    return max(0.0, abs(float(np.log(sum_b / sum_a))) - DISAGREEMENT_Z * se)

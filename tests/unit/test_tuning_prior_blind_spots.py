@@ -1,0 +1,67 @@
+"""Two blind spots found running the tuner against simulated engines: a block drafter whose curve changes at
+the top of the range, and a step-time prior that is far too optimistic about speculating."""
+
+from __future__ import annotations
+
+from specpilot.tuning import costs
+from specpilot.tuning.observations import TrackWindow, WindowRecord, record
+from specpilot.tuning.planner import plan
+from specpilot.tuning.step_model import StepModel
+from specpilot.tuning.transfer import measured_disagreement
+from specpilot_runtime.speculative import Family
+from specpilot_runtime.vllm_metrics import Snapshot
+
+# example-dflash-parallel (the simulator's bundled profile): N=15 fills the block and accepts less.
+DFLASH = [0.86, 0.74, 0.64, 0.55, 0.48, 0.42, 0.37, 0.32, 0.28, 0.24, 0.21, 0.18, 0.16, 0.14, 0.12]
+DFLASH_AT_15 = [0.84, 0.71, 0.61, 0.52, 0.45, 0.39, 0.34, 0.29, 0.25, 0.21, 0.18, 0.15, 0.13, 0.11, 0.09]
+# qwen3-8b-eagle3-gsm8k-highload's curve and its step times at 128 sequences (10.3 ms without speculation,
+# 20.7 ms at N=3), seen at 4 sequences per pod, where the H200 prior says speculating costs little.
+EAGLE = [0.37, 0.21275, 0.14414, 0.10504, 0.07924, 0.06079, 0.04703]
+EAGLE_STEP_MS = [10.3214, 13.4146, 17.1577, 20.688, 24.8776, 28.4794, 32.224, 35.9687]
+
+
+def window(seq: int, n: int, curve: list[float], step_ms: float, load: float = 4.0, pods: int = 3,
+           wobble: float = 1.0) -> WindowRecord:
+    """Exact counters of one 5-minute window at N, load and step time."""
+    seqs = 300.0 * 1000 / step_ms * load * pods
+    acc = [seqs * s * wobble ** (k + 1) for k, s in enumerate(curve[:n])]
+    tokens = seqs + sum(acc)
+    finished = tokens / 256
+    snap = Snapshot(drafts=seqs, draft_tokens=seqs * n, accepted_tokens=sum(acc), accepted_per_pos=tuple(acc),
+                    generation_tokens=tokens, tpot_sum=finished * step_ms / 1000 / (tokens / seqs),
+                    tpot_count=finished, running=load * pods)
+    return record(seq, "stable", TrackWindow(n=n, delta=snap, ready_pods=pods, desired_pods=pods), 300.0)
+
+
+def dflash_windows(n: int, curve: list[float], start: int, count: int = 6) -> list[WindowRecord]:
+    # A small alternating wobble gives the batch-means error something to measure.
+    return [window(start + i, n, curve, costs.step_ms(Family.PARALLEL, n, 4.0), wobble=1.0 + 0.004 * (-1) ** i)
+            for i in range(count)]
+
+
+def test_a_block_drafter_that_accepts_less_at_the_top_gets_its_neighbour_tried() -> None:
+    # Promoted 7 -> 15; 15's curve is 5% below 7's on the positions they share, so 14 (borrowed from 15)
+    # may be much better than 15: worth a canary.
+    records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, DFLASH_AT_15, 6)
+    assert measured_disagreement(records, 7, 15) > 0.03
+    p = plan("dflash", records, StepModel(Family.PARALLEL), list(range(16)), 15, [4.0] * 12, "latency",
+             0.02, 0.25, exclude=[15])
+    assert p.next_canary == 14
+
+
+def test_a_block_drafter_whose_curve_does_not_depend_on_n_is_not_probed_again() -> None:
+    records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, DFLASH, 6)
+    assert measured_disagreement(records, 7, 15) == 0.0
+    p = plan("dflash", records, StepModel(Family.PARALLEL), list(range(16)), 15, [4.0] * 12, "latency",
+             0.02, 0.25, exclude=[15])
+    assert p.next_canary is None
+
+
+def test_a_prior_that_makes_speculating_look_cheap_does_not_stop_a_canary() -> None:
+    # At N=3 the prior (H200, 8B, 4 sequences) says 3 is best by a wide margin; in truth N=1 is 22% better
+    # than 3 and N=0 16%. The prior's spread must leave a canary below 3 worth its cost.
+    records = [window(i, 3, EAGLE, EAGLE_STEP_MS[3], wobble=1.0 + 0.004 * (-1) ** i) for i in range(6)]
+    p = plan("eagle3", records, StepModel(Family.SEQUENTIAL), list(range(8)), 3, [4.0] * 6, "latency",
+             0.02, 0.25)
+    assert p.next_canary is not None
+    assert p.value[0] > p.cost[0]  # speculation off alone is worth trying
