@@ -78,6 +78,16 @@ def test_planner_considers_speculation_off() -> None:
     assert p.next_canary in (0, 1)
 
 
+def test_planner_estimates_speculation_off_even_when_not_a_candidate() -> None:
+    # The estimate feeds the "slower than no speculation" alert; N = 0 is still never tried or chosen.
+    weak = [0.15, 0.03, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0]
+    model = StepModel(FAMILY)
+    model = StepModel(FAMILY, exact_pairs(model, [256.0]))
+    p = plan("mtp", windows(3, 256.0, 6, curve=weak), model, [3, 5], 3, [256.0] * 6, "throughput", 0.02, 0.25)
+    assert p.gain[0] > 0.05
+    assert p.best_n == 3 and p.next_canary is None and 0 not in p.value
+
+
 def test_planner_probes_high_when_only_low_n_is_known() -> None:
     # Stable at N=2 with strong acceptance: a canary at a high N reveals every N below it at once.
     p = plan("mtp", windows(2, 4.0, 4), StepModel(FAMILY), list(range(8)), 2, [4.0] * 4, "throughput",

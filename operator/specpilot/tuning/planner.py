@@ -59,7 +59,9 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
          stable_n: int, loads: Sequence[float], objective: str, margin: float, canary_share: float,
          exclude: Sequence[int] = ()) -> Plan:
     """Score every candidate and pick the next canary (None: nothing is worth a canary)."""
-    cands = sorted(set(candidates) | {stable_n})
+    # N = 0 is always scored (not canaried unless a candidate): its estimate feeds the "slower than no
+    # speculation" alert even when the user's candidates leave it out.
+    cands = sorted(set(candidates) | {stable_n, 0})
     g = posterior_goodput(method, records, model, cands, loads, objective)
     s = cands.index(stable_n)
     base = g[:, s]
@@ -83,6 +85,6 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
         cost[c] = canary_share * (RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
     net = {c: value[c] - cost[c] for c in value}
     pick = max(net, key=lambda c: (net[c], -abs(c - stable_n)), default=None)
-    best_n = max(cands, key=lambda n: mean[cands.index(n)])
+    best_n = max((n for n in cands if n in candidates or n == stable_n), key=lambda n: mean[cands.index(n)])
     return Plan(stable_n, gain, value, cost, best_n,
                 pick if pick is not None and net[pick] > 0 else None)
