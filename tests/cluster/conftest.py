@@ -21,7 +21,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One sandbox and one operator for the tests that do not stop operators."""
     c = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        op = c.start_operator("main")
+        c.start_operator("main")
         wait_for("the operator to take the lease", lambda: c.lease_holder() == "main")
         yield c
     finally:

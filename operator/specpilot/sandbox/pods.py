@@ -88,10 +88,6 @@ def template_hash(template: dict[str, Any]) -> str:
     return "".join(c for c in digest if c in "bcdfghjklmnpqrstvwxz2456789")[:10] or digest[:10]
 
 
-def _owned_by(obj: dict[str, Any], uid: str) -> bool:
-    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
-
-
 def _owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
             "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}

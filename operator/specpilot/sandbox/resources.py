@@ -51,12 +51,6 @@ class ResourceType:
         # pods are the notable exception.
         return "status" in self.subresources and self.kind != "Pod"
 
-    def base_path(self, namespace: str | None) -> str:
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            return f"{prefix}/namespaces/{namespace}/{self.plural}"
-        return f"{prefix}/{self.plural}"
-
 
 def _age() -> Column:
     return Column("Age", "date", ".metadata.creationTimestamp")

@@ -33,7 +33,6 @@ LOG_SIZE = 200_000
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
 
 
 def now() -> str:

@@ -103,10 +103,6 @@ class StepModel:
         idx = np.minimum(np.searchsorted(cdf, u), len(KAPPA_GRID) - 1)
         return np.random.default_rng(seed).permutation(KAPPA_GRID[idx])
 
-    def relative_step(self, n: int, load: float, kappa: np.ndarray | float) -> np.ndarray | float:
-        """t(N, B) / level(B) for the given kappa (scalar or array)."""
-        return 1.0 + kappa * self.overhead(n, load)
-
     def base_ms(self, load: float) -> float:
         """Prior shape of the level across loads (t(0, B) on the H200): weighs loads against each other."""
         return costs.step_ms(self.family, 0, load)
