@@ -149,8 +149,8 @@ def test_judge_waits_for_two_paired_windows() -> None:
 def test_health_gate() -> None:
     ok = snapshot(3, 4.0)
     bad = TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1, errors=5)
-    assert health_problem(ok, None) is not None
-    assert health_problem(ok, bad) is not None
+    assert health_problem(ok, None) == "canary pods disappeared"
+    assert health_problem(ok, bad) == "canary errors 5 above stable's"
     assert health_problem(ok, TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1)) is None
 
 
