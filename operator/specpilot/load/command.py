@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="base URL of one OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     where.add_argument("--deployment", metavar="NAME", help="SpeculativeDeployment whose Service to load")
-    p.add_argument("--namespace", "-n", default="default")
+    p.add_argument("--namespace", "-n", default="default", metavar="NS",
+                   help="namespace of --deployment (default: default)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--concurrency", "-c", type=int, required=True, metavar="C", help="concurrent clients")
     p.add_argument("--duration", "-d", type=float, required=True, metavar="D",

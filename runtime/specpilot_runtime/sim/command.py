@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--method", help="speculative method (default: the profile's); 'off' with N=0")
     p.add_argument("--served-model-name", metavar="MODEL",
                    help="model name in the API and the model_name metric label (default: the profile name)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                    help="engine time runs X times faster than wall time (default 1: real time)")
