@@ -60,8 +60,6 @@ METHODS: dict[str, MethodRule] = {
     )
 }
 
-SPECULATIVE_METHODS = tuple(m for m in METHODS if m != OFF)
-
 # Methods vLLM removed, with why, so users get a reason rather than "not in enum".
 REMOVED_METHODS: dict[str, str] = {
     "medusa": "vLLM removed Medusa; use eagle3 or mtp",
