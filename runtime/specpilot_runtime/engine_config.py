@@ -6,7 +6,7 @@ keys, so what the operator renders is exactly what vLLM receives.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,13 +16,26 @@ Vendor = Literal["amd", "nvidia", "cpu"]
 
 DEFAULT_PORT = 8000
 
-# Flags the runtime derives from EngineConfig itself; user args may not repeat them.
-OWNED_FLAGS: frozenset[str] = frozenset({
-    "--model", "--port", "--host", "--served-model-name", "--tensor-parallel-size", "-tp",
-}) | SPECULATIVE_FLAGS
+# Flags the runtime derives from EngineConfig itself, with what sets them; user args may not repeat them.
+FLAG_SOURCES: dict[str, str] = {
+    "--model": "model", "--served-model-name": "servedModelName", "--tensor-parallel-size": "accelerator.count",
+    "-tp": "accelerator.count", "--host": "the pod's network setup", "--port": "the pod's network setup",
+}
+OWNED_FLAGS: frozenset[str] = frozenset(FLAG_SOURCES) | SPECULATIVE_FLAGS
+
+# vLLM's `--config FILE` reads more flags from a YAML file, which no check here can see.
+CONFIG_FILE_FLAG = "--config"
+# Every flag a user arg may not name, however it is spelled.
+RESERVED_FLAGS: frozenset[str] = OWNED_FLAGS | {CONFIG_FILE_FLAG}
 
 # Turns off every vllm: metric, which tuning reads.
 DISABLE_LOG_STATS = "--disable-log-stats"
+
+# What `vllm serve` takes as its model (and served model name) without reading it as a flag: no leading
+# '-', no control characters (a NUL cannot even be passed in argv). Also the CRD's pattern.
+MODEL_PATTERN = r"^[^-\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+# An argv item or environment value: anything but NUL, which execve cannot pass.
+NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 class Accelerator(BaseModel):
@@ -37,12 +50,12 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1)
-    served_model_name: str | None = None
+    model: str = Field(min_length=1, pattern=MODEL_PATTERN)
+    served_model_name: str | None = Field(default=None, pattern=MODEL_PATTERN)
     accelerator: Accelerator = Field(default_factory=Accelerator)
     speculative: SpeculativeConfig = Field(default_factory=lambda: SpeculativeConfig(method="off"))
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[Annotated[str, Field(pattern=NO_NUL_PATTERN)]] = Field(default_factory=list)
+    env: dict[str, Annotated[str, Field(pattern=NO_NUL_PATTERN)]] = Field(default_factory=dict)
     host: str = "0.0.0.0"
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     # Export drafted tokens per position through specpilot's vLLM stat-logger plugin.
@@ -52,21 +65,59 @@ class EngineConfig(BaseModel):
         return self.speculative.problems("speculative") + arg_problems(self.args, "args")
 
 
-def flag_name(arg: str) -> str:
-    """`--foo=bar` -> `--foo`."""
-    return arg.split("=", 1)[0]
+def option_name(arg: str) -> str | None:
+    """The option an argv item names, normalised the way vLLM 0.33's FlexibleArgumentParser does before
+    argparse sees it; None for a value.
+
+    `--tensor_parallel_size=4` -> `--tensor-parallel-size` (underscores read as dashes up to the first '.');
+    `--speculative-config.method=ngram` -> `--speculative-config` (a dotted sub-key replaces the whole JSON
+    value); `-tp=4` -> `-tp`. `-` and `--` are not options.
+    """
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return None
+    name = arg.split("=", 1)[0].split(".", 1)[0]
+    if name.startswith("--"):
+        name = name.replace("_", "-")
+    return name if name not in ("-", "--") else None
+
+
+def reserved_flags_named(arg: str, flags: frozenset[str] = RESERVED_FLAGS) -> list[str]:
+    """The flags of `flags` that `arg` may select in vLLM: its own normalised name, or any flag that name
+    abbreviates. argparse (allow_abbrev) takes an unambiguous prefix of a long option, and of a short one
+    like `-tp`; refusing every prefix of a reserved flag needs no list of vLLM's other flags, and an
+    ambiguous prefix would only make vLLM exit."""
+    name = option_name(arg)
+    return sorted(f for f in flags if f.startswith(name)) if name else []
+
+
+def _spelled(arg: str, flags: list[str]) -> str:
+    """How a problem names the argument: the flag itself, or the spelling and what vLLM reads it as."""
+    literal = arg.split("=", 1)[0]
+    if flags == [literal]:
+        return literal
+    if len(flags) == 1:
+        return f"{literal} (vLLM reads it as {flags[0]})"
+    more = ", ..." if len(flags) > 3 else ""
+    return f"{literal} (vLLM may read it as {', '.join(flags[:3])}{more})"
 
 
 def arg_problems(args: list[str], path: str, tuning: bool = False) -> list[Problem]:
-    """Engine args that would fight what specpilot renders (or hide the metrics tuning needs)."""
+    """Engine args that would fight what specpilot renders (or hide the metrics tuning needs), in every
+    spelling vLLM accepts."""
     p: list[Problem] = []
     for i, arg in enumerate(args):
-        name = flag_name(arg)
-        if name in SPECULATIVE_FLAGS:
-            p.append(Problem(f"{path}[{i}]", f"{name} is reserved: set spec.speculative instead"))
-        elif name in OWNED_FLAGS:
-            p.append(Problem(f"{path}[{i}]", f"{name} is set by specpilot from the spec; remove it"))
-        elif tuning and name == DISABLE_LOG_STATS:
-            p.append(Problem(f"{path}[{i}]", f"{DISABLE_LOG_STATS} turns off the vllm: metrics that "
-                                             "tuning reads; remove it or set spec.tuning.enabled=false"))
+        where = f"{path}[{i}]"
+        reserved = reserved_flags_named(arg)
+        if any(f in SPECULATIVE_FLAGS for f in reserved):
+            p.append(Problem(where, f"{_spelled(arg, reserved)} is reserved: set spec.speculative instead"))
+        elif CONFIG_FILE_FLAG in reserved:
+            p.append(Problem(where, f"{_spelled(arg, reserved)} reads more vLLM flags from a file that "
+                                    "specpilot cannot check: put them in spec.engine.args instead"))
+        elif reserved:
+            sources = sorted({FLAG_SOURCES[f] for f in reserved})
+            p.append(Problem(where, f"{_spelled(arg, reserved)} is set by specpilot from "
+                                    f"{' and '.join(sources)}; remove it"))
+        elif tuning and reserved_flags_named(arg, frozenset({DISABLE_LOG_STATS})):
+            p.append(Problem(where, f"{_spelled(arg, [DISABLE_LOG_STATS])} turns off the vllm: metrics that "
+                                    "tuning reads; remove it or set spec.tuning.enabled=false"))
     return p

@@ -95,9 +95,10 @@ MISLEADING_KEYS: dict[str, str] = {
     "speculative_model": "set spec.speculative.draftModel",
 }
 
-# Command-line flags that would fight the speculative config specpilot renders.
+# Command-line flags that would fight the speculative config specpilot renders (engine_config.py also
+# refuses their underscore, dotted and abbreviated spellings).
 SPECULATIVE_FLAGS: frozenset[str] = frozenset({
-    "--speculative-config", "--speculative_config", "-sc", "--speculative-model",
+    "--speculative-config", "-sc", "--speculative-model",
     "--num-speculative-tokens", "--speculative-draft-tensor-parallel-size",
     "--ngram-prompt-lookup-max", "--ngram-prompt-lookup-min", "--speculative-max-model-len",
     "--speculative-disable-by-batch-size", "--spec-decoding-acceptance-method",

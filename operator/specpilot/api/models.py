@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from specpilot_runtime.engine_config import MODEL_PATTERN
 from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, REMOVED_METHODS
 
 GROUP = "specpilot.io"
@@ -36,6 +37,8 @@ NAME_MAX_LENGTH = 63
 MAX_ENGINE_ARGS = 128
 MAX_ARG_LENGTH = 1024
 EngineArg = Annotated[str, Field(max_length=MAX_ARG_LENGTH)]
+# A hub id is short; a local path stays well under PATH_MAX.
+MAX_MODEL_LENGTH = 1024
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 
 
@@ -177,8 +180,11 @@ class Tuning(_Model):
 class SpeculativeDeploymentSpec(_Model):
     """A vLLM deployment with speculative decoding whose N specpilot can tune."""
 
-    model: str = Field(min_length=1, description="Target model: Hugging Face id or local path.")
-    served_model_name: str | None = Field(None, description="Model name clients use (default: model).")
+    model: str = Field(min_length=1, max_length=MAX_MODEL_LENGTH, pattern=MODEL_PATTERN,
+                       description="Target model: Hugging Face id or local path (not starting with '-').")
+    served_model_name: str | None = Field(
+        None, max_length=MAX_MODEL_LENGTH, pattern=MODEL_PATTERN,
+        description="Model name clients use (default: model; not starting with '-').")
     replicas: int = Field(1, ge=0, le=1000, description="Stable replicas.")
     accelerator: Accelerator = Field(default_factory=Accelerator, description="GPUs per replica.")
     image: str | None = Field(None, description="Serving image; default per vendor at the supported vLLM version.")

@@ -9,7 +9,9 @@ cost estimate stays within its limits.
 
 from __future__ import annotations
 
-from specpilot_runtime.engine_config import DISABLE_LOG_STATS, OWNED_FLAGS
+import re
+
+from specpilot_runtime.engine_config import DISABLE_LOG_STATS, RESERVED_FLAGS
 from specpilot_runtime.speculative import (
     MAX_NUM_SPECULATIVE_TOKENS,
     METHODS,
@@ -59,8 +61,37 @@ def max_n_expression(spec: str) -> str:
     return expr
 
 
+def _prefixes(words: list[str]) -> str:
+    """A regex for every prefix (the empty one included) of any of `words`, built on their trie so shared
+    stems are written once; a '-' also matches '_', which vLLM reads as '-'."""
+    trie: dict[str, dict] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+
+    def walk(node: dict[str, dict]) -> str:
+        if not node:
+            return ""
+        alts = [("[-_]" if ch == "-" else re.escape(ch)) + walk(child) for ch, child in sorted(node.items())]
+        return "(" + "|".join(alts) + ")?"
+
+    return walk(trie)
+
+
+def flag_pattern(flags: frozenset[str]) -> str:
+    """RE2 regex for an argv item that names one of `flags` in a spelling vLLM 0.33 accepts (engine_config.
+    reserved_flags_named): a non-empty prefix of the flag, '_' for '-' in long flags, then the end, `=value`
+    or a dotted sub-key. No backslashes, so it needs no escaping inside a CEL string."""
+    long_words = sorted(f[2:] for f in flags if f.startswith("--"))
+    short_words = sorted(f[1:] for f in flags if not f.startswith("--"))
+    heads = [f"--({_prefixes(long_words)[1:-2]})"] if long_words else []
+    heads += [f"-({_prefixes(short_words)[1:-2]})"] if short_words else []
+    return "(?s)^(" + "|".join(heads) + ")([=.].*)?$"
+
+
 def _flag_used(args: str, flags: frozenset[str]) -> str:
-    return f"{args}.exists(a, {_list(flags)}.exists(f, a == f || a.startsWith(f + '=')))"
+    return f"{args}.exists(a, a.matches('{flag_pattern(flags)}'))"
 
 
 def _speculative_rules() -> list[Rule]:
@@ -106,16 +137,18 @@ def _speculative_rules() -> list[Rule]:
 
 
 def _engine_rules() -> list[Rule]:
-    other_owned = OWNED_FLAGS - SPECULATIVE_FLAGS
+    other_owned = RESERVED_FLAGS - SPECULATIVE_FLAGS
     return [
         {"rule": f"!has(self.args) || !{_flag_used('self.args', SPECULATIVE_FLAGS)}",
          "fieldPath": ".args", "reason": "FieldValueForbidden",
-         "message": f"args must not carry speculative flags ({', '.join(sorted(SPECULATIVE_FLAGS))}): "
+         "message": f"args must not carry speculative flags ({', '.join(sorted(SPECULATIVE_FLAGS))}), "
+                    "in any spelling vLLM accepts (_ for -, =value, .subkey, abbreviations): "
                     "set spec.speculative instead"},
         {"rule": f"!has(self.args) || !{_flag_used('self.args', other_owned)}",
          "fieldPath": ".args", "reason": "FieldValueForbidden",
-         "message": f"args must not carry {', '.join(sorted(other_owned))}: specpilot sets them from "
-                    "spec.model, spec.servedModelName and spec.accelerator"},
+         "message": f"args must not carry {', '.join(sorted(other_owned))}, in any spelling vLLM accepts "
+                    "(_ for -, =value, .subkey, abbreviations): specpilot sets them from spec.model, "
+                    "spec.servedModelName and spec.accelerator (--config would read flags from a file)"},
     ]
 
 
@@ -135,7 +168,7 @@ def _spec_rules() -> list[Rule]:
          "message": "tuning needs a speculative method: with method off there is no N to tune"},
         {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
                  "!has(self.engine) || !has(self.engine.args) || "
-                 f"!self.engine.args.exists(a, a == '{DISABLE_LOG_STATS}')",
+                 f"!{_flag_used('self.engine.args', frozenset({DISABLE_LOG_STATS}))}",
          "fieldPath": ".engine.args", "reason": "FieldValueForbidden",
          "message": f"{DISABLE_LOG_STATS} turns off the vllm: metrics tuning reads: remove it or set "
                     "tuning.enabled to false"},

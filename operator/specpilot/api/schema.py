@@ -14,6 +14,8 @@ from typing import Any
 
 from specpilot_runtime.speculative import Problem
 
+from specpilot_runtime.engine_config import MODEL_PATTERN
+
 from .models import DURATION_PATTERN, NAME_PATTERN
 
 Schema = dict[str, Any]
@@ -22,6 +24,8 @@ Schema = dict[str, Any]
 _PATTERN_HINTS = {
     DURATION_PATTERN: "a duration like 30s, 5m or 1h30m",
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
+    MODEL_PATTERN: "a hub id or path that does not start with '-' (vLLM would read it as a flag) "
+                   "and has no control characters",
 }
 
 # ObjectMeta is validated by the API server itself; a CRD schema may only restrict its name, so the
