@@ -10,9 +10,9 @@ PYTEST := $(BIN)/pytest -p no:cacheprovider
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml harness/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./harness
 	touch $(STAMP)
 
 tools: setup
@@ -37,7 +37,7 @@ demo: setup
 	$(BIN)/specpilot demo
 
 bench: setup
-	$(BIN)/specpilot bench tuner --profiles operator/specpilot/bench/profiles/article.json --seeds 5
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5
 	$(BIN)/specpilot bench operator --deployments 200
 
 crd: setup

@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from collections.abc import Sequence
 
-# Modules that define `register(subparsers)`; each adds one or more subcommands.
+from specpilot_runtime.commands import command_parser
+
+# Built-in subcommand modules (the product). The development harness (`pip install specpilot[harness]`)
+# adds sandbox, load, demo and bench through the `specpilot.commands` entry-point group.
 COMMAND_MODULES: tuple[str, ...] = (
     "specpilot.api.commands",
     "specpilot.render.commands",
     "specpilot.observability.commands",
-    "specpilot.load.command",
-    "specpilot.bench.cli",
     "specpilot.controller.commands",
-    "specpilot.sandbox.commands",
-    "specpilot.demo.command",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="specpilot",
-        description="Tune vLLM speculative decoding (num_speculative_tokens) on Kubernetes with canaries.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
-    return parser
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; plugins are loaded unless `argv` asks for a built-in command."""
+    return command_parser(
+        "specpilot", "Tune vLLM speculative decoding (num_speculative_tokens) on Kubernetes with canaries.",
+        COMMAND_MODULES, "specpilot.commands", argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from collections.abc import Sequence
 
-# Modules that define `register(subparsers)`.
-COMMAND_MODULES: tuple[str, ...] = (
-    "specpilot_runtime.serve",
-    "specpilot_runtime.sim.command",
-)
+from .commands import command_parser
+
+# Built-in subcommand modules; the harness adds `simulate` through the `specpilot_runtime.commands` group.
+COMMAND_MODULES: tuple[str, ...] = ("specpilot_runtime.serve",)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="specpilot-runtime",
-        description="Run vLLM (or the simulated engine) with a speculative config inside a specpilot pod.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
-    return parser
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; plugins are loaded unless `argv` asks for a built-in command."""
+    return command_parser(
+        "specpilot-runtime", "Run vLLM with a speculative config inside a specpilot pod.",
+        COMMAND_MODULES, "specpilot_runtime.commands", argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
 

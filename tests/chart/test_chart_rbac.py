@@ -23,7 +23,7 @@ import yaml
 from helm_tools import NAMESPACE, RELEASE, ROOT, by_kind, render
 
 from specpilot.render.names import DEPLOYMENT_LABEL
-from specpilot.sandbox.cluster import Sandbox
+from specpilot_harness.sandbox.cluster import Sandbox
 
 TEST_AGENT = "specpilot-rbac-test"
 WATCHED = "team-a"

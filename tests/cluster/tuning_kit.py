@@ -9,11 +9,11 @@ from typing import Any
 
 from cluster_kit import REPO, Cluster
 
-from specpilot_runtime.sim.profile import Profile, load_profiles
+from specpilot_harness.sim.profile import Profile, load_profiles
 from specpilot_runtime.speculative import METHODS
 
-PROFILE_FILES = (REPO / "operator/specpilot/bench/profiles/article.json",
-                 REPO / "runtime/specpilot_runtime/sim/profiles.json")
+PROFILE_FILES = (REPO / "harness/specpilot_harness/bench/profiles/article.json",
+                 REPO / "harness/specpilot_harness/sim/profiles.json")
 # Engine time runs this much faster than wall time: a 2 s window holds 6 s of serving (a few thousand
 # drafts per pod at the load below), while two cores still keep up with the streamed tokens.
 TIME_SCALE = 3

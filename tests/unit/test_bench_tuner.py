@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specpilot.bench import cli
-from specpilot.bench.profile import ProfileError, parse_profiles
-from specpilot.bench.simulate import Deployment
+from specpilot_harness.bench import cli
+from specpilot_harness.bench.profile import ProfileError, parse_profiles
+from specpilot_harness.bench.simulate import Deployment
 
 TINY = {
     "name": "tiny-mtp",
@@ -127,7 +127,7 @@ def test_shipped_profiles_parse_and_cover_every_family() -> None:
 
 
 def test_shipped_profiles_are_what_the_calibration_builds() -> None:
-    from specpilot.bench.calibrate import build
+    from specpilot_harness.bench.calibrate import build
 
     path = Path(cli.__file__).parent / "profiles" / "article.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(build()))

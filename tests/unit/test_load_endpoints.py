@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from specpilot.load.endpoints import EndpointError, ServiceTargets, ready_endpoints
+from specpilot_harness.load.endpoints import EndpointError, ServiceTargets, ready_endpoints
 
 SERVICE = {"metadata": {"name": "chat"}, "spec": {
     "selector": {"specpilot.io/deployment": "chat"},

@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from specpilot.cli import main
-from specpilot.load.command import drive
-from specpilot.load.endpoints import Endpoint, StaticTargets
-from specpilot.load.report import percentile
-from specpilot.load.runner import LoadConfig
-from specpilot_runtime.sim.profile import read_profile
-from specpilot_runtime.sim.server import SimConfig, SimServer
+from specpilot_harness.load.command import drive
+from specpilot_harness.load.endpoints import Endpoint, StaticTargets
+from specpilot_harness.load.report import percentile
+from specpilot_harness.load.runner import LoadConfig
+from specpilot_harness.sim.profile import read_profile
+from specpilot_harness.sim.server import SimConfig, SimServer
 
 PROFILE = read_profile(None, "example-mtp-sequential")
 

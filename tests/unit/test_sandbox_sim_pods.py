@@ -9,9 +9,9 @@ import socket
 import httpx
 import pytest
 
-from specpilot.sandbox.pods import PodContext
-from specpilot.sandbox.sim_pods import SimEngineRuntime
-from specpilot_runtime.sim.profile import ProfileError
+from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.sim_pods import SimEngineRuntime
+from specpilot_harness.sim.profile import ProfileError
 
 
 def _port() -> int:
@@ -23,8 +23,10 @@ def _port() -> int:
 def _ctx(annotations: dict[str, str], n: int = 5, port: int = 8000) -> PodContext:
     engine = {"model": "org/model", "served_model_name": "chat", "port": port,
               "speculative": {"method": "mtp", "num_speculative_tokens": n}}
-    pod = {"metadata": {"name": "chat-abc-1", "namespace": "ns", "uid": "u1", "annotations": annotations}}
-    return PodContext(pod, "127.0.0.1", {"/etc/specpilot/engine.json": json.dumps(engine)})
+    pod = {"metadata": {"name": "chat-abc-1", "namespace": "ns", "uid": "u1"}}
+    replica_set = {"metadata": {"name": "chat-abc", "uid": "u2"}}
+    owner = {"metadata": {"name": "chat", "uid": "u3", "annotations": annotations}}
+    return PodContext(pod, "127.0.0.1", {"/etc/specpilot/engine.json": json.dumps(engine)}, (replica_set, owner))
 
 
 def test_the_engine_runs_what_the_pod_was_rendered_with() -> None:

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specpilot_runtime import vllm_metrics as vm
-from specpilot_runtime.sim.profile import read_profile
-from specpilot_runtime.sim.server import SimConfig, SimServer
+from specpilot_harness.sim.profile import read_profile
+from specpilot_harness.sim.server import SimConfig, SimServer
 
 FIXTURES = sorted((Path(__file__).parent.parent / "fixtures").glob("vllm-0.32-cpu-*.prom"))
 

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from specpilot_runtime.sim.acceptance import accepted_length
-from specpilot_runtime.sim.engine import Engine
-from specpilot_runtime.sim.profile import Profile
+from specpilot_harness.sim.acceptance import accepted_length
+from specpilot_harness.sim.engine import Engine
+from specpilot_harness.sim.profile import Profile
 
 SURVIVAL = (0.8, 0.5, 0.25)
 

@@ -6,9 +6,9 @@ import pytest
 
 from specpilot_runtime.cli import build_parser
 from specpilot_runtime.engine_config import EngineConfig
-from specpilot_runtime.sim.command import config_from_args
-from specpilot_runtime.sim.launch import pod_seed, sim_config, simulate_argv
-from specpilot_runtime.sim.profile import ProfileError, read_profile
+from specpilot_harness.sim.command import config_from_args
+from specpilot_harness.sim.launch import pod_seed, sim_config, simulate_argv
+from specpilot_harness.sim.profile import ProfileError, read_profile
 from specpilot_runtime.speculative import SpeculativeConfig
 
 PROFILE = read_profile(None, "example-mtp-sequential")

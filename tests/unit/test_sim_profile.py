@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specpilot_runtime.sim.profile import ProfileError, load_profiles, read_profile
+from specpilot_harness.sim.profile import ProfileError, load_profiles, read_profile
 
 
 def profile_doc(**overrides: object) -> str:
@@ -82,7 +82,7 @@ def test_the_tuner_profiles_drive_the_simulator_at_every_n() -> None:
     """The benchmark's profile file (issue 4 format) is what sandbox pods run by."""
     from pathlib import Path
 
-    article = Path(__file__).parents[2] / "operator" / "specpilot" / "bench" / "profiles" / "article.json"
+    article = Path(__file__).parents[2] / "harness" / "specpilot_harness" / "bench" / "profiles" / "article.json"
     for p in load_profiles(article.read_text(), str(article)).values():
         for n in range(p.max_n + 1):
             assert len(p.survival_at(n)) == n

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from specpilot_runtime import vllm_metrics as vm
-from specpilot_runtime.sim.profile import read_profile
-from specpilot_runtime.sim.server import VERSION, SimConfig, SimServer
+from specpilot_harness.sim.profile import read_profile
+from specpilot_harness.sim.server import VERSION, SimConfig, SimServer
 
 MODEL = "sim-model"
 FAST = 1000.0  # engine time runs 1000x wall time

@@ -29,7 +29,7 @@ from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.reconcile import PAUSED_ANNOTATION, sd_path
 from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
-from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, sim_time_scale
+from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
 from specpilot.tuning import Observations, TrackWindow, TunerState, step
@@ -90,10 +90,10 @@ class TuningLoop:
         if annotations.get(PAUSED_ANNOTATION) == "true" or not sd.spec.tuning.enabled:
             self.counter.reset()
             return window_s
-        await self._window(obj, sd, sim_time_scale(annotations))
+        await self._window(obj, sd)
         return window_s
 
-    async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment, time_scale: float) -> None:
+    async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> None:
         spec, now = sd.spec, time.time()
         old = (obj.get("status") or {}).get("tuning")
         state = TunerState.from_status(old, method=spec.speculative.method,
@@ -127,7 +127,7 @@ class TuningLoop:
         deltas, elapsed = self.counter.advance(scrapes, now)
         if elapsed is None:
             return  # the first scrape only sets the baseline of each pod
-        obs = ts.observations(deployments, targets, deltas, elapsed * time_scale)
+        obs = ts.observations(deployments, targets, deltas, elapsed)
         new_state, action = step(state, spec.tuning, obs, now)
         await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from specpilot_runtime.sim.launch import SIM_PROFILE_ANNOTATION
-
 Track = Literal["stable", "canary"]
 TRACKS: tuple[Track, ...] = ("stable", "canary")
 
@@ -18,10 +16,6 @@ DEPLOYMENT_LABEL = "specpilot.io/deployment"
 TRACK_LABEL = "specpilot.io/track"
 N_LABEL = "specpilot.io/num-speculative-tokens"
 ENGINE_HASH_ANNOTATION = "specpilot.io/engine-config-hash"
-# Simulated engines (sandbox, demo, tests; docs/simulator.md): copied from the SpeculativeDeployment onto
-# both tracks' pods. The time scale also tells the tuning loop how fast the engines' clock runs.
-SIM_TIME_SCALE_ANNOTATION = "specpilot.io/sim-time-scale"
-SIM_ANNOTATIONS = (SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_ANNOTATION)
 
 ENGINE_CONFIG_KEY = "engine.json"
 ENGINE_CONFIG_DIR = "/etc/specpilot"
@@ -69,12 +63,3 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
-
-def sim_time_scale(annotations: dict[str, str] | None) -> float:
-    """How many times faster than wall time a simulated engine's clock runs (1 for real engines or a
-    value that is not a positive number)."""
-    try:
-        scale = float((annotations or {}).get(SIM_TIME_SCALE_ANNOTATION, 1.0))
-    except ValueError:
-        return 1.0
-    return scale if scale > 0 else 1.0

@@ -14,7 +14,7 @@ from specpilot_runtime.engine_config import DEFAULT_PORT
 
 from ..api.models import SpeculativeDeployment
 from .images import GPU_RESOURCES, image_for
-from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, SIM_ANNOTATIONS, Track,
+from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
                     config_map_name, pod_labels)
 
 CONTAINER = "vllm"
@@ -121,8 +121,5 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "prometheus.io/port": str(DEFAULT_PORT),
         "prometheus.io/path": "/metrics",
     }
-    # Both tracks serve the same simulated workload (docs/simulator.md); real pods ignore these.
-    sd_annotations = sd.metadata.get("annotations") or {}
-    annotations.update({k: str(sd_annotations[k]) for k in SIM_ANNOTATIONS if k in sd_annotations})
     return {"metadata": {"labels": pod_labels(sd.metadata["name"], track, n), "annotations": annotations},
             "spec": pod}

@@ -1,0 +1,157 @@
+"""One demo run: a sandbox (API server, simulated engines, the operator) as a subprocess, a tuned
+SpeculativeDeployment, load through its Service from this process, and the live view until the tuner
+converges or the time limit passes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from rich.console import Console
+from rich.live import Live
+
+from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_ANNOTATION
+from specpilot_harness.sim.profile import Profile
+from specpilot_runtime.speculative import METHODS, max_n
+
+from specpilot.controller.kube import Kube, load_api_client
+from specpilot.controller.reconcile import sd_path
+from specpilot_harness.load.command import drive
+from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
+from specpilot_harness.load.runner import LoadConfig
+from specpilot.render.names import service_name
+from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profiles
+
+from .plot import goodput_plot
+from .view import dashboard, summary
+
+NAME, NAMESPACE = "demo", "default"
+START_TIMEOUT_S = 60.0
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    profile: str
+    time_limit_s: float
+    window: str
+    time_scale: float
+    concurrency: int
+    out: Path
+    workdir: Path
+
+
+class DemoError(RuntimeError):
+    """The demo cannot run (unknown profile, sandbox did not start); the message says why."""
+
+
+def load_profile(name: str) -> Profile:
+    profiles = read_profiles(DEFAULT_PROFILE_FILES)
+    if name not in profiles:
+        raise DemoError(f"no profile {name!r}; known: {', '.join(sorted(profiles))}")
+    return profiles[name]
+
+
+def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
+    """The SpeculativeDeployment: the method's usual default N, tuning on, every N the profile serves."""
+    rule = METHODS[profile.method]
+    speculative: dict[str, Any] = {"method": profile.method, "numSpeculativeTokens": rule.default_n}
+    if rule.draft_model == "required":
+        speculative["draftModel"] = f"example/{profile.method}-draft"  # simulated: never downloaded
+    top = min(profile.max_n, max_n(profile.method, None))
+    return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+            "metadata": {"name": NAME, "namespace": NAMESPACE,
+                         "annotations": {SIM_PROFILE_ANNOTATION: profile.name,
+                                         SIM_TIME_SCALE_ANNOTATION: repr(opts.time_scale)}},
+            "spec": {"model": f"example/{profile.name}", "servedModelName": NAME, "replicas": 1,
+                     "speculative": speculative,
+                     "tuning": {"enabled": True, "candidates": list(range(top + 1)), "cooldown": "10m",
+                                "canary": {"analysisWindow": opts.window, "progressDeadline": "30s"}}}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def sandbox(workdir: Path) -> AsyncIterator[Path]:
+    """`specpilot sandbox` with its operator, logging to workdir/sandbox.log; yields the kubeconfig."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    kubeconfig, log_path = workdir / "kubeconfig", workdir / "sandbox.log"
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "specpilot.cli", "sandbox", "--port", "0", "--kubeconfig", str(kubeconfig),
+            "--metrics-port", str(_free_port()), stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not re.search(r"API server at http://127\.0\.0\.1:\d+", log_path.read_text(errors="replace")):
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise DemoError(f"the sandbox did not start; see {log_path}")
+            await asyncio.sleep(0.2)
+        yield kubeconfig
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def _serving(targets: ServiceTargets) -> bool:
+    """The Service exists and has a ready pod: load can start."""
+    try:
+        return bool(await asyncio.to_thread(targets.resolve))
+    except EndpointError:
+        return False
+
+
+async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
+    """Run the demo; returns the SpeculativeDeployment's final status."""
+    profile = load_profile(opts.profile)
+    default_n = METHODS[profile.method].default_n
+    started = time.monotonic()
+    console.print(f"Starting the sandbox (API server, simulated engines, operator); log in {opts.workdir}/sandbox.log")
+    async with sandbox(opts.workdir) as kubeconfig:
+        kube = Kube(load_api_client(str(kubeconfig)))
+        path = sd_path(NAMESPACE, NAME)
+        await asyncio.to_thread(kube.request, "PATCH", path, manifest(profile, opts), {"fieldManager": "specpilot-demo",
+                                "force": "true"}, "application/apply-patch+yaml")
+        targets = ServiceTargets(service_name(NAME), NAMESPACE, str(kubeconfig))
+        load: asyncio.Task[Any] | None = None
+        status: dict[str, Any] = {}
+        try:
+            with Live(console=console, refresh_per_second=2, transient=False) as live:
+                while (elapsed := time.monotonic() - started) < opts.time_limit_s:
+                    if load is None and await _serving(targets):
+                        load = asyncio.create_task(drive(targets, LoadConfig(
+                            concurrency=opts.concurrency, duration_s=opts.time_limit_s, timeout_s=30.0)))
+                    if load is not None and load.done():
+                        raise DemoError(f"the load stopped: {load.exception() or 'duration over'}")
+                    obj = await asyncio.to_thread(kube.get, path)
+                    status = (obj or {}).get("status") or {}
+                    live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s))
+                    if (status.get("tuning") or {}).get("phase") == "converged":
+                        break
+                    await asyncio.sleep(POLL_S)
+        finally:
+            if load is not None:
+                load.cancel()
+                await asyncio.gather(load, return_exceptions=True)
+            targets.close()
+        tuning = status.get("tuning") or {}
+        plot = goodput_plot(tuning, profile, default_n, opts.out) if tuning.get("records") else None
+        console.print()
+        console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None))
+        return status

@@ -1,0 +1,99 @@
+"""The demo's live view and summary as rich renderables (pure: status and profile in, tables out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from specpilot_harness.sim.profile import Profile
+
+from . import readings
+
+DECISIONS_SHOWN = 8
+
+
+def _condition(status: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), {})
+
+
+def _survival_table(tuning: dict[str, Any], max_n: int) -> Table:
+    table = Table(title="Survival S_k per position (latest window)", title_justify="left", expand=False)
+    table.add_column("track")
+    for k in range(1, max_n + 1):
+        table.add_column(f"S{k}", justify="right")
+    for track in ("stable", "canary"):
+        record = readings.latest(tuning, track)
+        if record is None:
+            continue
+        values = readings.survival(record)
+        table.add_row(f"{track} N={record['n']}", *[f"{s:.2f}" for s in values], *[""] * (max_n - len(values)))
+    return table
+
+
+def _goodput_table(tuning: dict[str, Any], profile: Profile) -> Table:
+    measured, predicted = readings.observed(tuning), readings.predicted(tuning)
+    truth = readings.truth(profile, readings.reference_load(tuning))
+    oracle = readings.best(truth)
+    table = Table(title=f"Goodput per pod at {readings.reference_load(tuning):.1f} sequences, tokens/s "
+                        "(engine clock)", title_justify="left")
+    for name in ("N", "measured", "predicted", "profile", ""):
+        table.add_column(name, justify="right" if name else "left")
+    for n in range(profile.max_n + 1):
+        marks = []
+        if n == tuning.get("stableN"):
+            marks.append("stable")
+        if n == tuning.get("canaryN"):
+            marks.append("canary")
+        if n == oracle:
+            marks.append("best (profile)")
+        cells = [f"{d[n]:.0f}" if n in d else "" for d in (measured, predicted, truth)]
+        table.add_row(str(n), *cells, ", ".join(marks), style="bold" if n == tuning.get("stableN") else None)
+    return table
+
+
+def _decisions_table(tuning: dict[str, Any]) -> Table:
+    table = Table(title="Decisions", title_justify="left")
+    for name in ("window", "action", "N", "why"):
+        table.add_column(name)
+    for entry in (tuning.get("history") or [])[-DECISIONS_SHOWN:]:
+        table.add_row(str(entry.get("seq")), str(entry.get("action")), str(entry.get("n")),
+                      str(entry.get("reason", ""))[:90])
+    return table
+
+
+def dashboard(status: dict[str, Any], profile: Profile, default_n: int, elapsed: float, limit: float) -> Group:
+    tuning = status.get("tuning") or {}
+    cond = _condition(status, "Tuning")
+    head = Text.assemble(
+        ("specpilot demo ", "bold"), f"{profile.name} ({profile.method}), default N={default_n}   ",
+        f"{elapsed:.0f}s / {limit:.0f}s\n",
+        f"phase {tuning.get('phase', '-')}, round {tuning.get('round', '-')}, windows {tuning.get('seq', 0)}, "
+        f"stable N={status.get('numSpeculativeTokens')}, canary N={status.get('canaryNumSpeculativeTokens')}, "
+        f"accepted length {status.get('acceptedLength') or '-'}\n",
+        (f"Tuning: {cond.get('reason', '')}: {cond.get('message', '')}", "dim"))
+    return Group(head, _survival_table(tuning, profile.max_n), _goodput_table(tuning, profile),
+                 _decisions_table(tuning))
+
+
+def summary(status: dict[str, Any], profile: Profile, default_n: int, wall_s: float, plot: str | None) -> Table:
+    tuning = status.get("tuning") or {}
+    truth = readings.truth(profile, readings.reference_load(tuning))
+    chosen, oracle = int(tuning.get("stableN", default_n)), readings.best(truth)
+    history = tuning.get("history") or []
+    table = Table(title="Summary", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("profile", f"{profile.name} ({profile.method})")
+    table.add_row("N", f"{default_n} -> {chosen} (the profile's best: {oracle})")
+    table.add_row("goodput", f"{truth[chosen] / truth[default_n] - 1:+.1%} over the default N; "
+                             f"{truth[chosen] / truth[oracle]:.1%} of the best")
+    table.add_row("canaries", ", ".join(f"N={n}" for n in tuning.get("tried") or []) or "none")
+    table.add_row("decisions", ", ".join(f"{h['action']} N={h['n']}" for h in history) or "none")
+    table.add_row("windows", f"{tuning.get('seq', 0)} ({wall_s:.0f}s wall)")
+    table.add_row("phase", str(tuning.get("phase", "-")))
+    if plot:
+        table.add_row("plot", plot)
+    return table

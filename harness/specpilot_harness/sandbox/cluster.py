@@ -1,0 +1,39 @@
+"""The sandbox as one object: API server, pod runner and the specpilot CRD, in the caller's event loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from specpilot.api.crd import crd as specpilot_crd
+from specpilot_harness.sandbox.admission import admit_custom_resource
+from specpilot_harness.sandbox.kubeconfig import write_kubeconfig
+from specpilot_harness.sandbox.pods import PodRunner, PodRuntime
+from specpilot_harness.sandbox.server import ApiServer
+
+
+class Sandbox:
+    def __init__(self, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+        self.api = ApiServer(admission=admit_custom_resource)
+        self.pods = PodRunner(self.api.store, runtime, probe_period_s)
+        self.url = ""
+
+    async def start(self, port: int = 0, install_crd: bool = True) -> str:
+        bound = await self.api.start("127.0.0.1", port)
+        self.url = f"http://127.0.0.1:{bound}"
+        self.pods.start()
+        if install_crd:
+            self.install(specpilot_crd())
+        return self.url
+
+    def install(self, crd: dict[str, Any]) -> None:
+        rtype = self.api.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert rtype is not None
+        self.api.store.create(rtype, None, crd)
+
+    def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        return write_kubeconfig(path, self.url, namespace)
+
+    async def stop(self) -> None:
+        await self.pods.stop()
+        await self.api.stop()

@@ -1,0 +1,96 @@
+"""`specpilot sandbox`: an emulated cluster on 127.0.0.1 with the CRD installed and the operator running."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from specpilot_harness.sandbox.cluster import Sandbox
+from specpilot_harness.sandbox.pods import PodRuntime
+from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
+
+DEFAULT_PORT = 16443
+DEFAULT_KUBECONFIG = Path(".specpilot") / "sandbox.kubeconfig"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sandbox", help="run an emulated Kubernetes API server with the operator",
+                       description="Start an emulated Kubernetes API server on 127.0.0.1 with pods that run "
+                                   "locally, install the SpeculativeDeployment CRD, run the operator, write a "
+                                   "kubeconfig and wait for Ctrl-C. See docs/sandbox.md.")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"API server port (default {DEFAULT_PORT}; 0 picks one)")
+    p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG,
+                   help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG})")
+    p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
+    p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
+    p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
+                   help="what runs behind each pod: a callable returning a PodRuntime (default: a simulated "
+                        "vLLM engine for pods annotated specpilot.io/sim-profile, nothing for others, which "
+                        "are Ready at once); see specpilot_harness.sandbox.pods and docs/simulator.md")
+    p.add_argument("--sim-profiles", type=Path, action="append", default=[], metavar="FILE",
+                   help="profiles files the sim-profile annotation names a profile of (repeatable; default: "
+                        "the tuner benchmark's article.json, then the runtime's bundled examples)")
+    p.set_defaults(func=_run)
+
+
+async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "specpilot.cli", "run", "--kubeconfig", str(kubeconfig),
+        "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--lease-namespace", "kube-system")
+
+
+async def serve(args: argparse.Namespace) -> int:
+    files = tuple(args.sim_profiles) or DEFAULT_PROFILE_FILES
+    sandbox = Sandbox(load_runtime(args.pod_runtime) if args.pod_runtime else SimEngineRuntime(files))
+    url = await sandbox.start(args.port)
+    kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
+    operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
+    print(f"specpilot sandbox: API server at {url}\n"
+          f"  export KUBECONFIG={kubeconfig}\n"
+          f"  kubectl apply -f deploy/examples/      # SpeculativeDeployments\n"
+          f"  kubectl get sd,deploy,pods             # children appear; pods run on 127.x.y.z\n"
+          f"  kubectl explain speculativedeployment.spec\n" +
+          ("" if operator is None else f"  operator metrics: http://127.0.0.1:{args.metrics_port}/metrics\n") +
+          "Ctrl-C stops everything.", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    waits = [asyncio.create_task(stop.wait())]
+    if operator is not None:
+        waits.append(asyncio.create_task(operator.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if operator is not None:
+        if operator.returncode is not None:
+            print(f"specpilot sandbox: the operator exited with {operator.returncode}", file=sys.stderr)
+            code = 1
+        else:
+            operator.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(operator.wait(), 15)
+            except TimeoutError:
+                operator.kill()
+    for task in waits:
+        task.cancel()
+    await sandbox.stop()
+    with contextlib.suppress(OSError):
+        os.unlink(kubeconfig)
+    return code
+
+
+def load_runtime(spec: str) -> PodRuntime:
+    module, _, factory = spec.partition(":")
+    if not module or not factory:
+        raise SystemExit(f"specpilot sandbox: --pod-runtime wants MODULE:FACTORY, got {spec!r}")
+    return getattr(importlib.import_module(module), factory)()
+
+
+def _run(args: argparse.Namespace) -> int:
+    return asyncio.run(serve(args))

@@ -1,0 +1,539 @@
+"""The sandbox's stand-in for kube-controller-manager and the kubelet: Deployments get ReplicaSets by
+pod-template hash and roll from one to the next; ReplicaSets get pods; pods get a 127.0.0.0/8 address,
+run whatever the PodRuntime starts for them, and are Ready while it says so; Services get Endpoints and
+EndpointSlices of their ready pods.
+
+PodRuntime is the seam for simulated engines: `start` is called once per pod with a PodContext (its IP:
+bind the container ports there; the files its ConfigMap/Secret volumes mount), `ready` is polled every
+probe period and drives the pod's Ready condition, `stop` is called when the pod goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import hashlib
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from specpilot_harness.sandbox.errors import ApiError
+from specpilot_harness.sandbox.resources import ResourceType
+from specpilot_harness.sandbox.selectors import selector_from_match
+from specpilot_harness.sandbox.store import Store, now
+
+log = logging.getLogger(__name__)
+
+HASH_LABEL = "pod-template-hash"
+REVISION = "deployment.kubernetes.io/revision"
+NODE_NAME = "sandbox"
+WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
+IP_RANGE = 254 * 254 * 200  # pod addresses 127.1.1.1 .. 127.200.254.254
+DEADLINE_CHECK_S = 5.0
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """What a PodRuntime gets about one pod, as a kubelet would see it."""
+
+    pod: dict[str, Any]
+    ip: str
+    # Files the pod's containers see from ConfigMap and Secret volumes: absolute path -> content.
+    files: dict[str, str]
+    # The pod's controllers, nearest first (ReplicaSet, Deployment, SpeculativeDeployment): a simulated
+    # engine reads its workload off the object that owns the pod, so nothing is copied onto real pods.
+    owners: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"]["namespace"])
+
+    def ports(self) -> dict[str, int]:
+        """Container ports by name (unnamed ones as "port-<number>")."""
+        return {p.get("name") or f"port-{p['containerPort']}": int(p["containerPort"])
+                for c in (self.pod.get("spec") or {}).get("containers") or [] for p in c.get("ports") or []}
+
+
+class PodRuntime(Protocol):
+    """What runs behind each sandbox pod."""
+
+    async def start(self, ctx: PodContext) -> None:
+        """Start the pod's process(es), bound to ctx.ip and its container ports. Raising fails the pod."""
+
+    async def ready(self, ctx: PodContext) -> bool:
+        """Whether the pod is Ready now (its readiness probe); polled every probe period."""
+
+    async def stop(self, ctx: PodContext) -> None:
+        """Stop what `start` started; the pod is gone."""
+
+
+class NoopRuntime:
+    """Runs nothing: every pod is Ready as soon as it has an address."""
+
+    async def start(self, ctx: PodContext) -> None:
+        return None
+
+    async def ready(self, ctx: PodContext) -> bool:
+        return True
+
+    async def stop(self, ctx: PodContext) -> None:
+        return None
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+    return "".join(c for c in digest if c in "bcdfghjklmnpqrstvwxz2456789")[:10] or digest[:10]
+
+
+def _owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+class PodRunner:
+    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+        self.store = store
+        self.runtime: PodRuntime = runtime or NoopRuntime()
+        self.probe_period_s = probe_period_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._pods: dict[str, asyncio.Task[None]] = {}   # pod uid -> its lifecycle task
+        self._ctx: dict[str, PodContext] = {}            # pod uid -> what its runtime was started with
+        # deployment uid -> (last rollout progress seen, loop time it was first seen)
+        self._progress: dict[str, tuple[tuple[str, int, int, int], float]] = {}
+        # Start at a random address: sandboxes running side by side (parallel test runs) would otherwise
+        # hand out the same 127.x addresses, and a second pod runtime could not bind them.
+        self._next_ip = random.randrange(IP_RANGE)
+        reg = store.registry
+        self._t = {k: reg.lookup(g, "v1", p) for k, g, p in (
+            ("deploy", "apps", "deployments"), ("rs", "apps", "replicasets"), ("pod", "", "pods"),
+            ("svc", "", "services"), ("ep", "", "endpoints"), ("slice", "discovery.k8s.io", "endpointslices"))}
+
+    def _type(self, key: str) -> ResourceType:
+        rtype = self._t[key]
+        assert rtype is not None
+        return rtype
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._register_node()
+        self.store.listeners.append(self._on_change)
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._wake.set()
+
+    def _register_node(self) -> None:
+        """The one node every pod runs on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        node_type = self.store.registry.lookup("", "v1", "nodes")
+        assert node_type is not None
+        node = self.store.create(node_type, None, {"metadata": {"name": NODE_NAME, "labels": {
+            "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}}})
+        stamp = now()
+        self.store.replace(node_type, None, NODE_NAME, {**node, "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "sandbox pod runner is ready", "lastHeartbeatTime": stamp,
+                            "lastTransitionTime": stamp}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+            "nodeInfo": {"kubeletVersion": "v1.32.0-specpilot-sandbox", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "specpilot-sandbox://1"}}},
+            subresource="status")
+
+    async def stop(self) -> None:
+        if self._on_change in self.store.listeners:
+            self.store.listeners.remove(self._on_change)
+        tasks = [t for t in [self._task, *self._pods.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for ctx in list(self._ctx.values()):
+            await self.runtime.stop(ctx)
+        self._ctx.clear()
+
+    def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        if rtype.kind not in WATCHED_KINDS or rtype.group not in ("", "apps"):
+            return
+        if rtype.kind == "Pod" and event_type == "DELETED":
+            task = self._pods.pop(obj["metadata"]["uid"], None)
+            if task is not None:
+                task.cancel()
+            ctx = self._ctx.pop(obj["metadata"]["uid"], None)
+            if ctx is not None:
+                asyncio.get_running_loop().create_task(self.runtime.stop(ctx))
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                # Woken by changes; also every few seconds, so that progress deadlines expire on time.
+                await asyncio.wait_for(self._wake.wait(), DEADLINE_CHECK_S)
+            except TimeoutError:
+                pass
+            await asyncio.sleep(0.02)  # batch bursts of changes into one pass
+            self._wake.clear()
+            try:
+                self.sync()
+            except ApiError as exc:  # a race with a client write; the next pass sees the new state
+                log.debug("pod runner pass interrupted: %s", exc.message)
+                self._wake.set()
+
+    # ---- one reconciliation pass ------------------------------------------------------------------
+
+    def sync(self) -> None:
+        self._index()
+        for deploy in self.store.all_objects(self._type("deploy")):
+            if not deploy["metadata"].get("deletionTimestamp"):
+                self._sync_deployment(deploy)
+        for rs in self.store.all_objects(self._type("rs")):
+            if not rs["metadata"].get("deletionTimestamp"):
+                self._sync_replicaset(rs)
+        for pod in self.store.all_objects(self._type("pod")):
+            uid = pod["metadata"]["uid"]
+            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp"):
+                self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
+        self._sync_endpoints()
+
+    def _index(self) -> None:
+        """Controlled objects by owner uid, built once per pass: the pass stays linear in the objects."""
+        self._owned: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for key in ("rs", "pod"):
+            for obj in self.store.all_objects(self._type(key)):
+                for ref in obj["metadata"].get("ownerReferences") or []:
+                    if ref.get("controller"):
+                        self._owned.setdefault((key, ref["uid"]), []).append(obj)
+
+    def _children(self, key: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
+        """Current versions of what `owner` controls (the index may hold versions this pass replaced)."""
+        out = []
+        for obj in self._owned.get((key, owner["metadata"]["uid"]), []):
+            current = self.store.by_uid(obj["metadata"]["uid"])
+            if current is not None:
+                out.append(current)
+        return out
+
+    def _write_status(self, key: str, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        if obj.get("status") != status:
+            self.store.replace(self._type(key), obj["metadata"]["namespace"], obj["metadata"]["name"],
+                               {**obj, "status": status}, subresource="status")
+
+    def _sync_deployment(self, deploy: dict[str, Any]) -> None:
+        spec, meta = deploy.get("spec") or {}, deploy["metadata"]
+        ns, desired = meta["namespace"], int(spec.get("replicas", 1))
+        template = copy.deepcopy(spec.get("template") or {})
+        phash = template_hash(template)
+        owned = self._children("rs", deploy)
+        if spec.get("paused"):
+            return  # `kubectl rollout pause`: the controller leaves ReplicaSets and status as they are
+        new = next((rs for rs in owned if rs["metadata"].get("labels", {}).get(HASH_LABEL) == phash), None)
+        olds = [rs for rs in owned if rs is not new]
+        revisions = [int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in owned]
+        rs_type = self._type("rs")
+        if new is None:
+            template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = phash
+            selector = copy.deepcopy(spec.get("selector") or {})
+            selector.setdefault("matchLabels", {})[HASH_LABEL] = phash
+            new = self.store.create(rs_type, ns, {
+                "metadata": {"name": f"{meta['name']}-{phash}", "namespace": ns,
+                             "labels": {**(template["metadata"].get("labels") or {})},
+                             "annotations": {REVISION: str(max(revisions, default=0) + 1)},
+                             "ownerReferences": [_owner_ref(deploy)]},
+                "spec": {"replicas": 0, "selector": selector, "template": template}})
+        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
+        old_pods = sum((rs.get("status") or {}).get("replicas", 0) for rs in olds)
+        recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
+        # Rolling update: the new ReplicaSet goes to full size at once (surge), old ones shrink as new pods
+        # become Ready, so serving capacity never drops below the desired count.
+        new_size = 0 if recreate and old_pods else desired
+        self._scale(new, new_size)
+        for rs in sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"]):
+            self._scale(rs, 0 if recreate else max(0, min(rs["spec"].get("replicas", 0), desired - new_ready)))
+        for rs in olds[: max(0, len(olds) - int(spec.get("revisionHistoryLimit", 10)))]:
+            if rs["spec"].get("replicas", 0) == 0 and not rs.get("status", {}).get("replicas"):
+                self.store.delete(rs_type, ns, rs["metadata"]["name"])
+        new = self.store.get(rs_type, ns, new["metadata"]["name"])
+        self._deployment_status(deploy, new, olds, desired)
+
+    def _scale(self, rs: dict[str, Any], replicas: int) -> None:
+        if rs["spec"].get("replicas") != replicas:
+            self.store.patch(self._type("rs"), rs["metadata"]["namespace"], rs["metadata"]["name"],
+                             "application/merge-patch+json", {"spec": {"replicas": replicas}})
+
+    def _deployment_status(self, deploy: dict[str, Any], new: dict[str, Any], olds: list[dict[str, Any]],
+                           desired: int) -> None:
+        rs_status = [(rs.get("status") or {}) for rs in [new, *olds]]
+        total = sum(s.get("replicas", 0) for s in rs_status)
+        ready = sum(s.get("readyReplicas", 0) for s in rs_status)
+        updated = (new.get("status") or {}).get("replicas", 0)
+        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
+        complete = new_ready >= desired and total == updated
+        old = deploy.get("status") or {}
+        conds = {c["type"]: c for c in old.get("conditions") or []}
+
+        def cond(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
+            prev = conds.get(ctype)
+            stamp = prev["lastTransitionTime"] if prev and prev["status"] == status else now()
+            keep = prev and prev["status"] == status and prev["reason"] == reason
+            return {"type": ctype, "status": status, "reason": reason, "message": message,
+                    "lastUpdateTime": prev["lastUpdateTime"] if keep and prev else now(), "lastTransitionTime": stamp}
+
+        name = new["metadata"]["name"]
+        status = {
+            "observedGeneration": deploy["metadata"].get("generation", 1),
+            "replicas": total, "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": ready,
+            "conditions": [
+                cond("Available", "True" if ready >= desired else "False",
+                     "MinimumReplicasAvailable" if ready >= desired else "MinimumReplicasUnavailable",
+                     "Deployment has minimum availability." if ready >= desired
+                     else "Deployment does not have minimum availability."),
+                self._progressing(deploy, cond, complete, (name, updated, ready, total))],
+        }
+        if total - ready > 0:
+            status["unavailableReplicas"] = total - ready
+        for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
+            if not status[key]:
+                del status[key]  # the real controller omits zero counts
+        self._write_status("deploy", deploy, status)
+        revision = new["metadata"].get("annotations", {}).get(REVISION)
+        fresh = self.store.get(self._type("deploy"), deploy["metadata"]["namespace"], deploy["metadata"]["name"])
+        if revision and fresh["metadata"].get("annotations", {}).get(REVISION) != revision:
+            self.store.patch(self._type("deploy"), fresh["metadata"]["namespace"], fresh["metadata"]["name"],
+                             "application/merge-patch+json", {"metadata": {"annotations": {REVISION: revision}}})
+
+    def _progressing(self, deploy: dict[str, Any], cond: Any, complete: bool,
+                     progress: tuple[str, int, int, int]) -> dict[str, Any]:
+        """The Progressing condition: ProgressDeadlineExceeded when a rollout made no progress (no pod
+        created, updated or readied) for spec.progressDeadlineSeconds, as the deployment controller says."""
+        name = progress[0]
+        if complete:
+            self._progress.pop(deploy["metadata"]["uid"], None)
+            return cond("Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{name}" has successfully progressed.')
+        clock = asyncio.get_running_loop().time()
+        last = self._progress.get(deploy["metadata"]["uid"])
+        if last is None or last[0] != progress:
+            last = (progress, clock)
+            self._progress[deploy["metadata"]["uid"]] = last
+        deadline = float((deploy.get("spec") or {}).get("progressDeadlineSeconds", 600))
+        if clock - last[1] > deadline:
+            return cond("Progressing", "False", "ProgressDeadlineExceeded",
+                        f'ReplicaSet "{name}" has timed out progressing.')
+        return cond("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{name}" is progressing.')
+
+    def _sync_replicaset(self, rs: dict[str, Any]) -> None:
+        ns = rs["metadata"]["namespace"]
+        desired = int(rs["spec"].get("replicas", 1))
+        pods = [p for p in self._children("pod", rs) if not p["metadata"].get("deletionTimestamp")]
+        pod_type = self._type("pod")
+        template = rs["spec"].get("template") or {}
+        for _ in range(desired - len(pods)):
+            pods.append(self.store.create(pod_type, ns, {
+                "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
+                             "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                             "ownerReferences": [_owner_ref(rs)]},
+                "spec": copy.deepcopy(template.get("spec") or {})}))
+        if len(pods) > desired:
+            # Scale down the pods that serve least: not ready first, then the youngest.
+            victims = sorted(pods, key=lambda p: (_is_ready(p), p["metadata"]["creationTimestamp"],
+                                                  p["metadata"]["name"]))
+            for pod in victims[: len(pods) - desired]:
+                self.store.delete(pod_type, ns, pod["metadata"]["name"])
+                pods.remove(pod)
+        ready = sum(1 for p in pods if _is_ready(p))
+        status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
+                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+        self._write_status("rs", rs, {k: v for k, v in status.items() if v or k == "replicas"})
+
+    # ---- pods ------------------------------------------------------------------------------------
+
+    def _allocate_ip(self) -> str:
+        used = {ctx.ip for ctx in self._ctx.values()}
+        while True:
+            self._next_ip += 1
+            n = self._next_ip % IP_RANGE
+            ip = f"127.{1 + n // (254 * 254)}.{(n // 254) % 254 + 1}.{n % 254 + 1}"
+            if ip not in used:
+                return ip
+
+    def _pod_status(self, uid: str, ip: str, phase: str, ready: bool, message: str = "") -> None:
+        pod = self.store.by_uid(uid)
+        if pod is None:
+            return
+        stamp = now()
+        old = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
+
+        def cond(ctype: str, value: bool) -> dict[str, Any]:
+            status = "True" if value else "False"
+            prev = old.get(ctype)
+            return {"type": ctype, "status": status,
+                    "lastTransitionTime": prev["lastTransitionTime"] if prev and prev["status"] == status else stamp}
+
+        running = phase == "Running"
+        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": ready and running,
+                       "restartCount": 0, "started": running,
+                       "state": {"running": {"startedAt": pod["metadata"]["creationTimestamp"]}} if running
+                       else {"waiting": {"reason": "ContainerCreating" if phase == "Pending" else "Error",
+                                         "message": message}}}
+                      for c in (pod.get("spec") or {}).get("containers") or []]
+        status = {"phase": phase, "hostIP": "127.0.0.1", "podIP": ip, "podIPs": [{"ip": ip}],
+                  "startTime": (pod.get("status") or {}).get("startTime", stamp), "qosClass": "BestEffort",
+                  "conditions": [cond("PodScheduled", True), cond("Initialized", True),
+                                 cond("ContainersReady", ready and running), cond("Ready", ready and running)],
+                  "containerStatuses": containers}
+        if pod.get("status") != status:
+            self.store.replace(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
+                               {**pod, "status": status}, subresource="status")
+
+    async def _run_pod(self, uid: str) -> None:
+        pod = self.store.by_uid(uid)
+        if pod is None:
+            return
+        if not (pod.get("spec") or {}).get("nodeName"):
+            pod = self.store.patch(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                   "application/merge-patch+json", {"spec": {"nodeName": NODE_NAME}})
+        ip = self._allocate_ip()
+        ctx = PodContext(pod, ip, self._mounted_files(pod), self._owners(pod))
+        self._ctx[uid] = ctx
+        self._pod_status(uid, ip, "Pending", False)
+        try:
+            await self.runtime.start(ctx)
+        except Exception as exc:  # the pod fails as a container that exits at start would
+            log.warning("pod %s failed to start: %s", ctx.name, exc)
+            self._pod_status(uid, ip, "Failed", False, str(exc))
+            return
+        ready: bool | None = None
+        while True:
+            now_ready = await self.runtime.ready(ctx)
+            if now_ready != ready:
+                ready = now_ready
+                self._pod_status(uid, ip, "Running", ready)
+            await asyncio.sleep(self.probe_period_s)
+
+    def _owners(self, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+        """`obj`'s chain of controller owners, as the API server holds them (a cycle ends the chain)."""
+        chain: list[dict[str, Any]] = []
+        seen = {obj["metadata"].get("uid")}
+        while True:
+            ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            owner = self.store.by_uid(ref["uid"]) if ref and ref.get("uid") not in seen else None
+            if owner is None:
+                return tuple(chain)
+            chain.append(owner)
+            seen.add(ref["uid"])
+            obj = owner
+
+    def _mounted_files(self, pod: dict[str, Any]) -> dict[str, str]:
+        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files)."""
+        ns, spec = pod["metadata"]["namespace"], pod.get("spec") or {}
+        sources: dict[str, dict[str, str]] = {}
+        for vol in spec.get("volumes") or []:
+            if "configMap" in vol:
+                cm = self.store.objects.get(("", "configmaps"), {}).get((ns, vol["configMap"].get("name", "")))
+                sources[vol["name"]] = dict((cm or {}).get("data") or {})
+            elif "secret" in vol:
+                sec = self.store.objects.get(("", "secrets"), {}).get((ns, vol["secret"].get("secretName", "")))
+                sources[vol["name"]] = {k: base64.b64decode(v).decode(errors="replace")
+                                        for k, v in ((sec or {}).get("data") or {}).items()}
+        files: dict[str, str] = {}
+        for container in spec.get("containers") or []:
+            for mount in container.get("volumeMounts") or []:
+                data = sources.get(mount.get("name", ""), {})
+                if mount.get("subPath"):
+                    if mount["subPath"] in data:
+                        files[mount["mountPath"]] = data[mount["subPath"]]
+                else:
+                    files.update({f"{mount['mountPath'].rstrip('/')}/{k}": v for k, v in data.items()})
+        return files
+
+    # ---- endpoints -------------------------------------------------------------------------------
+
+    def _sync_endpoints(self) -> None:
+        svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
+        by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for p in self.store.all_objects(self._type("pod")):
+            if not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("podIP"):
+                for k, v in (p["metadata"].get("labels") or {}).items():
+                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
+        live = set()
+        for svc in self.store.all_objects(svc_type):
+            selector = (svc.get("spec") or {}).get("selector")
+            if not selector:
+                continue
+            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            live.add((ns, name))
+            match = selector_from_match({"matchLabels": selector})
+            first = next(iter(selector.items()))
+            members = sorted((p for p in by_label.get((ns, *first), []) if match(p["metadata"].get("labels") or {})),
+                             key=lambda p: p["metadata"]["name"])
+            ports = [self._port(svc_port, members) for svc_port in svc["spec"].get("ports") or []]
+            self._put(ep_type, ns, name, self._endpoints(svc, members, ports))
+            slice_name = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:5]}"
+            self._put(slice_type, ns, slice_name, self._slice(svc, slice_name, members, ports))
+        for ep in self.store.all_objects(ep_type):
+            if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in live:
+                self.store.delete(ep_type, ep["metadata"]["namespace"], ep["metadata"]["name"])
+
+    @staticmethod
+    def _port(svc_port: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
+        target = svc_port.get("targetPort", svc_port.get("port"))
+        if isinstance(target, str) and not target.isdigit():
+            for pod in members:
+                for c in (pod.get("spec") or {}).get("containers") or []:
+                    for p in c.get("ports") or []:
+                        if p.get("name") == target:
+                            target = p["containerPort"]
+        port = {"port": int(target) if str(target).isdigit() else svc_port.get("port"),
+                "protocol": svc_port.get("protocol", "TCP")}
+        if svc_port.get("name"):
+            port["name"] = svc_port["name"]
+        return port
+
+    @staticmethod
+    def _address(pod: dict[str, Any]) -> dict[str, Any]:
+        return {"ip": pod["status"]["podIP"], "nodeName": NODE_NAME,
+                "targetRef": {"kind": "Pod", "name": pod["metadata"]["name"],
+                              "namespace": pod["metadata"]["namespace"], "uid": pod["metadata"]["uid"]}}
+
+    def _endpoints(self, svc: dict[str, Any], members: list[dict[str, Any]],
+                   ports: list[dict[str, Any]]) -> dict[str, Any]:
+        ready = [self._address(p) for p in members if _is_ready(p)]
+        not_ready = [self._address(p) for p in members if not _is_ready(p)]
+        subset: dict[str, Any] = {"ports": ports}
+        if ready:
+            subset["addresses"] = ready
+        if not_ready:
+            subset["notReadyAddresses"] = not_ready
+        return {"metadata": {"name": svc["metadata"]["name"], "namespace": svc["metadata"]["namespace"],
+                             "labels": dict(svc["metadata"].get("labels") or {})},
+                "subsets": [subset] if members else []}
+
+    def _slice(self, svc: dict[str, Any], name: str, members: list[dict[str, Any]],
+               ports: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": svc["metadata"]["namespace"],
+                             "labels": {"kubernetes.io/service-name": svc["metadata"]["name"],
+                                        "endpointslice.kubernetes.io/managed-by": "specpilot-sandbox"},
+                             "ownerReferences": [_owner_ref(svc)]},
+                "addressType": "IPv4", "ports": ports,
+                "endpoints": [{"addresses": [p["status"]["podIP"]], "nodeName": NODE_NAME,
+                               "conditions": {"ready": _is_ready(p), "serving": _is_ready(p), "terminating": False},
+                               "targetRef": self._address(p)["targetRef"]} for p in members]}
+
+    def _put(self, rtype: ResourceType, ns: str, name: str, desired: dict[str, Any]) -> None:
+        try:
+            current = self.store.get(rtype, ns, name)
+        except ApiError:
+            self.store.create(rtype, ns, desired)
+            return
+        meta = {**current["metadata"], **desired["metadata"]}
+        if meta == current["metadata"] and all(current.get(k) == v for k, v in desired.items() if k != "metadata"):
+            return  # unchanged: skip the copy and compare the store would do
+        self.store.replace(rtype, ns, name, {**desired, "metadata": meta})

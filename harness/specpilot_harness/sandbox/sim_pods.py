@@ -1,0 +1,90 @@
+"""A PodRuntime that serves: one simulated vLLM engine per sandbox pod.
+
+Each pod runs what the operator rendered for it: N, method, served model name and port come from its
+mounted `engine.json`; the workload (acceptance curve, step times) is the profile named by the
+`specpilot.io/sim-profile` annotation of the SpeculativeDeployment that owns the pod (found through
+ownerReferences, so both tracks serve it and the operator never sees it); `specpilot.io/sim-time-scale`
+there makes the engine's clock run faster than wall time. The engine binds the pod's 127.x address, readiness is its `/health`, and deleting the pod
+stops it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
+
+A pod without the profile annotation serves nothing and is Ready at once, as with the no-op runtime, so
+the same sandbox runs plain deployments too. A pod whose profile cannot be found or cannot run its N fails
+to start (phase Failed, the simulator's error as the message) and never becomes Ready.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from specpilot_runtime.engine_config import EngineConfig
+from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, pod_seed, sim_config, sim_time_scale
+from specpilot_harness.sim.profile import BUNDLED_PROFILES, Profile, ProfileError, load_profiles
+from specpilot_harness.sim import server as sim_server
+
+from specpilot.render.names import ENGINE_CONFIG_PATH
+from specpilot_harness.sandbox.pods import PodContext
+
+# The tuner benchmark's profiles (the article's measurements) first, then the runtime's bundled examples.
+ARTICLE_PROFILES = Path(__file__).resolve().parents[1] / "bench" / "profiles" / "article.json"
+BUNDLED = Path(sim_server.__file__).resolve().parent / BUNDLED_PROFILES
+DEFAULT_PROFILE_FILES = (ARTICLE_PROFILES, BUNDLED)
+HEALTH_TIMEOUT_S = 2.0
+
+
+def read_profiles(files: tuple[Path, ...]) -> dict[str, Profile]:
+    """Every profile of `files`; a name found in an earlier file wins."""
+    out: dict[str, Profile] = {}
+    for path in reversed(files):
+        out.update(load_profiles(path.read_text(encoding="utf-8"), str(path)))
+    return out
+
+
+class SimEngineRuntime:
+    """Starts a `SimServer` per annotated pod; `ready` asks its /health over HTTP, as a probe would."""
+
+    def __init__(self, profile_files: tuple[Path, ...] = DEFAULT_PROFILE_FILES) -> None:
+        self.profiles = read_profiles(profile_files)
+        self._servers: dict[str, sim_server.SimServer] = {}  # pod uid -> its engine
+        self._client = httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S)
+
+    def engine_for(self, ctx: PodContext) -> sim_server.SimConfig | None:
+        """What the pod's engine runs; None for a pod that names no profile. Raises ValueError."""
+        annotations = next((o["metadata"].get("annotations") or {} for o in ctx.owners
+                            if SIM_PROFILE_ANNOTATION in (o["metadata"].get("annotations") or {})), {})
+        name = annotations.get(SIM_PROFILE_ANNOTATION)
+        if not name:
+            return None
+        if name not in self.profiles:
+            raise ProfileError(f"no profile {name!r}; known: {', '.join(sorted(self.profiles))}")
+        text = ctx.files.get(ENGINE_CONFIG_PATH)
+        if text is None:
+            raise ValueError(f"{ENGINE_CONFIG_PATH} is not mounted")
+        engine = EngineConfig.model_validate(json.loads(text))
+        return sim_config(engine, self.profiles[name], ctx.ip,
+                          time_scale=sim_time_scale(annotations), seed=pod_seed(ctx.name))
+
+    async def start(self, ctx: PodContext) -> None:
+        config = self.engine_for(ctx)
+        if config is None:
+            return
+        server = sim_server.SimServer(config)
+        await server.start()
+        self._servers[ctx.pod["metadata"]["uid"]] = server
+
+    async def ready(self, ctx: PodContext) -> bool:
+        server = self._servers.get(ctx.pod["metadata"]["uid"])
+        if server is None:
+            return True  # nothing to serve
+        try:
+            return (await self._client.get(f"{server.url}/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def stop(self, ctx: PodContext) -> None:
+        server = self._servers.pop(ctx.pod["metadata"]["uid"], None)
+        if server is not None:
+            await server.stop()
+

@@ -1,0 +1,99 @@
+"""`specpilot-runtime simulate`: serve one simulated vLLM engine until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from specpilot_runtime.speculative import METHODS, OFF
+from .profile import read_profile
+
+if TYPE_CHECKING:  # the server imports aiohttp; `serve` in a vLLM pod should not pay for it
+    from .server import SimConfig
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="serve a simulated vLLM engine (OpenAI API + vLLM /metrics) driven by a profile",
+        description="Serve a simulated vLLM engine: generation paced by the profile's step time at the "
+                    "current concurrency, acceptance drawn from its survival curve at N.")
+    p.add_argument("--profile", metavar="FILE",
+                   help="profiles file (issue-4 format); default: the bundled example profiles")
+    p.add_argument("--name", metavar="NAME",
+                   help="profile to run from the file (optional when it holds exactly one)")
+    p.add_argument("--num-speculative-tokens", type=int, required=True, metavar="N",
+                   help="N, fixed for the engine's life as in vLLM; 0 turns speculation off")
+    p.add_argument("--method", help="speculative method (default: the profile's); 'off' with N=0")
+    p.add_argument("--served-model-name", metavar="MODEL",
+                   help="model name in the API and the model_name metric label (default: the profile name)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                   help="engine time runs X times faster than wall time (default 1: real time)")
+    p.add_argument("--seed", type=int, help="seed for acceptance and step-time noise draws")
+    p.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one batch (vLLM's flag)")
+    p.add_argument("--max-model-len", type=int, default=4096, help="context length (vLLM's flag)")
+    p.add_argument("--drafted-per-position-metric", action=argparse.BooleanOptionalAction, default=True,
+                   help="export specpilot's plugin counter of drafted tokens per position (default: on, "
+                        "as EngineConfig.drafted_per_position_metric)")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """Check the flags against the profile and vLLM's method rules; ValueError names what is wrong."""
+    profile = read_profile(args.profile, args.name)
+    n = args.num_speculative_tokens
+    method = args.method or (profile.method if n else OFF)
+    if method not in METHODS:
+        raise ValueError(f"--method {method!r} is not a vLLM speculative method: {', '.join(METHODS)}")
+    if (method == OFF) != (n == 0):
+        raise ValueError(f"--method {method} does not go with --num-speculative-tokens {n}: "
+                         f"use method off exactly when N is 0")
+    if args.time_scale <= 0:
+        raise ValueError("--time-scale must be positive")
+    if args.max_num_seqs < 1 or args.max_model_len < 2:
+        raise ValueError("--max-num-seqs must be >= 1 and --max-model-len >= 2")
+    profile.survival_at(n)  # N within the profile's 0..max_n
+    from .server import SimConfig
+
+    return SimConfig(
+        profile=profile, num_speculative_tokens=n, method=method,
+        served_model_name=args.served_model_name or profile.name,
+        host=args.host, port=args.port, time_scale=args.time_scale, seed=args.seed,
+        max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
+        drafted_per_position_metric=args.drafted_per_position_metric,
+    )
+
+
+async def serve(config: SimConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    from .server import SimServer
+
+    async with SimServer(config) as sim:
+        if config.method != config.profile.method and config.num_speculative_tokens:
+            print(f"warning: profile {config.profile.name!r} was measured for {config.profile.method}, "
+                  f"serving it as {config.method}", file=sys.stderr)
+        print(f"simulated vLLM engine {config.served_model_name!r}: profile {config.profile.name}, "
+              f"method {config.method}, N={config.num_speculative_tokens}, time x{config.time_scale:g}, "
+              f"listening on {sim.url}", file=sys.stderr, flush=True)
+        await stop.wait()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as e:  # ProfileError included
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
+    except OSError as e:
+        print(f"error: cannot listen on {config.host}:{config.port}: {e.strerror}", file=sys.stderr)
+        return 1
+    return 0

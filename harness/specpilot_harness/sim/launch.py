@@ -1,0 +1,67 @@
+"""A serving pod's EngineConfig -> the simulated engine that stands in for its vLLM. Pure.
+
+The sandbox's pod runner uses this so simulated pods serve what the operator rendered: N, method,
+served model name, port, and the plugin switch come from the pod's `engine.json`; the profile is named
+by the pod's `specpilot.io/sim-profile` annotation and looked up in the runner's profiles file
+(docs/simulator.md, "Pods: the profile annotation contract").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from specpilot_runtime.engine_config import EngineConfig
+from .profile import Profile
+from .server import SimConfig
+
+# Annotations on a SpeculativeDeployment that the sandbox reads for its simulated pods (never copied onto
+# pods; the operator does not know them): the profile the engines serve and how fast their clock runs.
+SIM_PROFILE_ANNOTATION = "specpilot.io/sim-profile"
+SIM_TIME_SCALE_ANNOTATION = "specpilot.io/sim-time-scale"
+
+
+def sim_time_scale(annotations: dict[str, str]) -> float:
+    """How many times faster than wall time the engines' clock runs (1 for a value that is not a
+    positive finite number)."""
+    try:
+        scale = float(annotations.get(SIM_TIME_SCALE_ANNOTATION, 1.0))
+    except ValueError:
+        return 1.0
+    return scale if 0 < scale < float("inf") else 1.0
+
+
+def served_name(engine: EngineConfig) -> str:
+    """vLLM serves the model path as its name unless --served-model-name is given."""
+    return engine.served_model_name or engine.model
+
+
+def pod_seed(pod_name: str) -> int:
+    """A stable seed per pod, so replicas of one track draw differently but reproducibly."""
+    return int.from_bytes(hashlib.sha256(pod_name.encode()).digest()[:4], "big")
+
+
+def sim_config(engine: EngineConfig, profile: Profile, host: str, *, time_scale: float = 1.0,
+               seed: int | None = None) -> SimConfig:
+    """In-process: the SimConfig for `SimServer` (raises ProfileError when N is outside the profile)."""
+    n = engine.speculative.num_speculative_tokens
+    profile.survival_at(n)
+    return SimConfig(profile=profile, num_speculative_tokens=n, method=engine.speculative.method,
+                     served_model_name=served_name(engine), host=host, port=engine.port,
+                     time_scale=time_scale, seed=seed,
+                     drafted_per_position_metric=engine.drafted_per_position_metric)
+
+
+def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, host: str, *,
+                  time_scale: float = 1.0, seed: int | None = None) -> list[str]:
+    """As a process: `specpilot-runtime simulate ...` for this pod (an argv list, never a shell string)."""
+    out = [sys.executable, "-m", "specpilot_runtime.cli", "simulate",
+           "--profile", profiles_file, "--name", profile_name,
+           "--num-speculative-tokens", str(engine.speculative.num_speculative_tokens),
+           "--method", engine.speculative.method, "--served-model-name", served_name(engine),
+           "--host", host, "--port", str(engine.port), "--time-scale", repr(time_scale)]
+    if seed is not None:
+        out += ["--seed", str(seed)]
+    if not engine.drafted_per_position_metric:
+        out.append("--no-drafted-per-position-metric")
+    return out

@@ -1,0 +1,293 @@
+"""The simulated vLLM server: the HTTP edge and the asyncio loop that paces engine steps.
+
+Start one in-process with `async with SimServer(config) as sim: ... sim.url ...`, or as a process with
+`specpilot-runtime simulate`. Endpoints: /v1/completions and /v1/chat/completions (streamed or whole),
+/health, /v1/models, /version, /metrics.
+
+Time: the engine has its own clock (seconds) that each step advances by the profile's step time; the loop
+sleeps so that engine time runs `time_scale` times faster than wall time. Latency metrics are taken on
+the engine clock (so they reflect the profile exactly even when the host is slow) and reported in wall
+seconds (engine seconds / time_scale), as a real engine's would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from .engine import Emission, Engine
+from .metrics import SimMetrics
+from .openai_api import BadRequest, GenerationRequest, ResponseBuilder, filler_text, parse_request
+from .profile import Profile
+
+# What /version reports: the vLLM release whose surface the simulator copies, marked as simulated.
+VERSION = "0.32.0+specpilot.sim"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    profile: Profile
+    num_speculative_tokens: int
+    served_model_name: str
+    method: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    time_scale: float = 1.0
+    seed: int | None = None
+    max_num_seqs: int = 256
+    max_model_len: int = 4096
+    kv_cache_tokens: int = 131072
+    drafted_per_position_metric: bool = True  # specpilot's plugin counter, as EngineConfig's flag
+
+
+class EngineDead(RuntimeError):
+    """The step loop stopped; requests in flight cannot finish."""
+
+
+class Stream:
+    """The emissions of one request, in order; `close()` aborts it if it has not finished."""
+
+    def __init__(self, loop: EngineLoop, request_id: str) -> None:
+        self.request_id = request_id
+        self._loop = loop
+        self._queue: asyncio.Queue[Emission | None] = asyncio.Queue()
+        self.finished = False
+
+    def deliver(self, item: Emission | None) -> None:
+        """Called by the engine loop; None means the loop stopped."""
+        self._queue.put_nowait(item)
+
+    async def next(self) -> Emission:
+        item = await self._queue.get()
+        if item is None:
+            raise EngineDead("the simulated engine stopped")
+        self.finished = item.finished
+        return item
+
+    def close(self) -> None:
+        self._loop.release(self)
+
+
+class EngineLoop:
+    """Runs engine steps while there is work and hands each request its tokens."""
+
+    def __init__(self, engine: Engine, metrics: SimMetrics, time_scale: float) -> None:
+        if time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        self.engine = engine
+        self.metrics = metrics
+        self.time_scale = time_scale
+        self._t0 = time.monotonic()
+        self._wake = asyncio.Event()
+        self._streams: dict[str, Stream] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-engine-loop")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    @property
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def _engine_now(self) -> float:
+        return (time.monotonic() - self._t0) * self.time_scale
+
+    def submit(self, prompt_tokens: int, max_tokens: int) -> Stream:
+        if not self.healthy:
+            raise EngineDead("the simulated engine is not running")
+        stream = Stream(self, f"cmpl-{uuid.uuid4().hex}")
+        self._streams[stream.request_id] = stream
+        self.engine.catch_up(self._engine_now())
+        self.engine.submit(stream.request_id, prompt_tokens, max_tokens)
+        self.metrics.set_queue(self.engine.running, self.engine.waiting)
+        self._wake.set()
+        return stream
+
+    def release(self, stream: Stream) -> None:
+        self._streams.pop(stream.request_id, None)
+        if not stream.finished:
+            self.engine.abort(stream.request_id)
+            self.metrics.set_queue(self.engine.running, self.engine.waiting)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if not self.engine.busy:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                step = self.engine.step()
+                # Sleep to the step's end on the scaled wall clock; a late wake-up shortens the next
+                # sleep, so wall pacing does not drift.
+                await asyncio.sleep(max(0.0, self._t0 + step.end / self.time_scale - time.monotonic()))
+                self.metrics.record(step)
+                # From the engine, not the step: requests came and went while the step ran.
+                self.metrics.set_queue(self.engine.running, self.engine.waiting)
+                for emission in step.emissions:
+                    stream = self._streams.get(emission.request_id)
+                    if stream is not None:
+                        stream.deliver(emission)
+        finally:
+            for stream in self._streams.values():
+                stream.deliver(None)
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    """vLLM's error body."""
+    return web.json_response({"object": "error", "message": message, "type": kind, "param": None,
+                              "code": status}, status=status)
+
+
+def _sse(payload: dict[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+class SimServer:
+    """One simulated vLLM engine behind aiohttp."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.metrics = SimMetrics(config.served_model_name, config.num_speculative_tokens,
+                                  config.drafted_per_position_metric, config.time_scale)
+        self.engine = Engine(config.profile, config.num_speculative_tokens, random.Random(config.seed),
+                             max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens)
+        self._loop: EngineLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = config.port
+        self._started = int(time.time())
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._loop = EngineLoop(self.engine, self.metrics, self.config.time_scale)
+        self._loop.start()
+        app = web.Application()
+        app.add_routes([
+            web.get("/health", self._health),
+            web.get("/version", self._version),
+            web.get("/v1/models", self._models),
+            web.get("/metrics", self._metrics),
+            web.post("/v1/completions", self._completions),
+            web.post("/v1/chat/completions", self._chat),
+        ])
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        try:
+            await site.start()
+        except OSError:
+            await self.stop()
+            raise
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        # Engine first: requests in flight then end with an error at once instead of holding the
+        # HTTP shutdown until they finish.
+        if self._loop is not None:
+            await self._loop.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _health(self, _: web.Request) -> web.Response:
+        ok = self._loop is not None and self._loop.healthy
+        return web.Response(status=200 if ok else 503)
+
+    async def _version(self, _: web.Request) -> web.Response:
+        return web.json_response({"version": VERSION})
+
+    async def _models(self, _: web.Request) -> web.Response:
+        name = self.config.served_model_name
+        return web.json_response({"object": "list", "data": [{
+            "id": name, "object": "model", "created": self._started, "owned_by": "vllm", "root": name,
+            "parent": None, "max_model_len": self.config.max_model_len}]})
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not valid JSON", "BadRequestError")
+        try:
+            req = parse_request(body, chat, self.config.max_model_len)
+        except BadRequest as e:
+            return _error(400, str(e), "BadRequestError")
+        if req.model != self.config.served_model_name:
+            return _error(404, f"The model `{req.model}` does not exist.", "NotFoundError")
+        if self._loop is None or not self._loop.healthy:
+            return _error(503, "the engine is not running", "ServiceUnavailableError")
+        stream = self._loop.submit(req.prompt_tokens, req.max_tokens)
+        try:
+            if req.stream:
+                return await self._stream(request, req, stream)
+            return await self._whole(req, stream)
+        except EngineDead as e:
+            return _error(500, str(e), "InternalServerError")
+        finally:
+            stream.close()
+
+    async def _whole(self, req: GenerationRequest, stream: Stream) -> web.Response:
+        builder = ResponseBuilder(stream.request_id, req)
+        generated = 0
+        while not stream.finished:
+            emission = await stream.next()
+            generated += emission.tokens
+        return web.json_response(builder.whole(filler_text(0, generated), generated))
+
+    async def _stream(self, request: web.Request, req: GenerationRequest, stream: Stream) -> web.StreamResponse:
+        builder = ResponseBuilder(stream.request_id, req)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        try:
+            await self._write_events(response, builder, stream)
+        except ConnectionResetError:
+            pass  # the client hung up; closing the stream aborts the request
+        return response
+
+    async def _write_events(self, response: web.StreamResponse, builder: ResponseBuilder, stream: Stream) -> None:
+        if builder.req.chat:
+            await response.write(_sse(builder.role_chunk()))
+        generated = 0
+        try:
+            while not stream.finished:
+                emission = await stream.next()
+                await response.write(_sse(builder.chunk(filler_text(generated, emission.tokens), emission.finished)))
+                generated += emission.tokens
+        except EngineDead as e:
+            # Headers are gone already: vLLM reports a failure mid-stream as an error event.
+            await response.write(_sse({"error": {"message": str(e), "type": "InternalServerError", "code": 500}}))
+        if builder.req.include_usage:
+            await response.write(_sse(builder.usage_chunk(generated)))
+        await response.write(_sse("[DONE]"))
+        await response.write_eof()
