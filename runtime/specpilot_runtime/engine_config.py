@@ -1,6 +1,6 @@
 """EngineConfig: what one serving pod runs. The operator writes it as `engine.json`; the runtime reads it.
 
-The contract between control plane and pod (ARCHITECTURE "Contracts"). It holds vLLM's own speculative
+The contract between control plane and pod (docs/architecture.md, "Data flow"). It holds vLLM's own speculative
 keys, so what the operator renders is exactly what vLLM receives.
 """
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Family(str, enum.Enum):
-    """How a drafter's cost and acceptance depend on N (FACTS §3)."""
+    """How a drafter's cost and acceptance depend on N (docs/references.md §3)."""
 
     SEQUENTIAL = "sequential"  # one drafter step per draft token (MTP, EAGLE, draft model)
     PARALLEL = "parallel"  # one pass drafts the whole block (DFlash, DSpark)

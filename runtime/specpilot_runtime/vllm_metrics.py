@@ -3,7 +3,7 @@
 Metric names live here only; the simulated engine, the scraper, the dashboards and the alerts use them.
 `parse` turns one /metrics exposition into a `Snapshot`; `delta` turns two into the counts of a window;
 `survival`, `mean_acceptance_length`, `acceptance_rate`, `position_acceptance` and `tpot_mean` read
-the quantities of FACTS §3 off either.
+the quantities of docs/references.md §3 off either.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reserved vLLM flags in every spelling vLLM 0.33's parser accepts (issue 11, item 3): the runtime's
+"""Reserved vLLM flags in every spelling vLLM 0.33's parser accepts: the runtime's
 check, the CRD's CEL rule and `specpilot validate` agree, and `model` / `servedModelName` are never flags."""
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def test_bundled_examples_load_and_need_a_name() -> None:
 
 
 def test_the_tuner_profiles_drive_the_simulator_at_every_n() -> None:
-    """The benchmark's profile file (issue 4 format) is what sandbox pods run by."""
+    """The benchmark's profile file (docs/benchmark.md format) is what sandbox pods run by."""
     from pathlib import Path
 
     article = Path(__file__).parents[2] / "harness" / "specpilot_harness" / "bench" / "profiles" / "article.json"

@@ -5,7 +5,7 @@ Runs inside the vLLM venv (it needs torch and transformers, which the project's 
     .tools/vllm-venv/bin/python tests/vllm/build_tiny_model.py OUT_DIR
 
 writes OUT_DIR/target and OUT_DIR/draft. Nothing is downloaded: the BPE tokenizer is trained here on a
-generated corpus. head_dim is 32 because vLLM's CPU attention crashes on head_dim 16 (FACTS §4).
+generated corpus. head_dim is 32 because vLLM's CPU attention crashes on head_dim 16 (docs/references.md §4).
 """
 
 from __future__ import annotations

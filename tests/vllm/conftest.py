@@ -42,7 +42,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_env(workdir: Path) -> dict[str, str]:
-    """FACTS §4: loopback only, a small KV cache, no hub access, every cache inside the test's folder."""
+    """docs/references.md §4: loopback only, a small KV cache, no hub access, every cache inside the test's folder."""
     return {
         **os.environ,
         "VLLM_HOST_IP": "127.0.0.1",

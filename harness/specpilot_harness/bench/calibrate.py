@@ -1,8 +1,9 @@
-"""Build the benchmark's calibrated profiles (`profiles/article.json`) from the article's results.
+"""Build the benchmark's calibrated profiles (`profiles/article.json`) from the source article's results
+(docs/references.md §1).
 
     python -m specpilot_harness.bench.calibrate > harness/specpilot_harness/bench/profiles/article.json
 
-Each target is one model/method/workload from the article (FACTS §1): the best N and the speedup over no
+Each target is one model/method/workload from the article (docs/references.md §1): the best N and the speedup over no
 speculation it reported. Acceptance follows the shape public per-position data shows, a conditional
 acceptance a_j that moves geometrically from a_1 towards a_inf (rising with depth for chain drafters, where
 easy requests survive; free to fall for parallel block drafters, whose late positions see no earlier
@@ -69,7 +70,7 @@ TARGETS: tuple[Target, ...] = (
            "Qwen3-8B DSpark 1.63x on GSM8K; article compares N=3 and 7: best N=7"),
     Target("llama8b-ngram-code-edits", "ngram", 8, -1, 0.0,
            "n-gram on repetitive code edits (article future work): S_1 0.6 and conditional acceptance "
-           "rising to 0.9, from the ~50-70% n-gram acceptance measured on CPU (FACTS §4)",
+           "rising to 0.9, from the ~50-70% n-gram acceptance measured on CPU (docs/references.md §4)",
            concurrency={16: 1.0}, fixed=(0.6, 0.9)),
     Target("qwen35-27b-mtp-gsm8k-mixed", "mtp", 7, -1, 0.0,
            "qwen35-27b-mtp-gsm8k's curve under a mixed load of 16 and 64 sequences per pod",

@@ -3,7 +3,7 @@ baselines it is compared with. Every strategy gets the same deployment, limits a
 
 - tuner: `specpilot.tuning.step` once per window, its actions applied to the deployment;
 - default: never tunes (the method's common N);
-- sweep: the article's manual method: every candidate in turn as a canary, keep the best measured;
+- sweep: the source article's manual method (docs/references.md §1): every candidate in turn as a canary, keep the best measured;
 - hill-climb: from the default, step N up (or down) while the measured neighbour is better.
 Baselines measure what an operator without the tuner would: tokens per second per pod of canary against
 stable over the same windows, with all of the step-time noise.

@@ -27,7 +27,7 @@ from specpilot_harness.sim import server as sim_server
 from specpilot.render.names import ENGINE_CONFIG_PATH
 from specpilot_harness.sandbox.pods import PodContext
 
-# The tuner benchmark's profiles (the article's measurements) first, then the runtime's bundled examples.
+# The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the runtime's bundled examples.
 ARTICLE_PROFILES = Path(__file__).resolve().parents[1] / "bench" / "profiles" / "article.json"
 BUNDLED = Path(sim_server.__file__).resolve().parent / BUNDLED_PROFILES
 DEFAULT_PROFILE_FILES = (ARTICLE_PROFILES, BUNDLED)

@@ -1,6 +1,6 @@
 """Engine profiles: the acceptance curve and step-time table a simulated engine runs by.
 
-The file format is the tuner's (issue 4): `{"profiles": [{"name", "method", "max_n", "survival",
+The file format is the tuner benchmark's (docs/benchmark.md): `{"profiles": [{"name", "method", "max_n", "survival",
 "survival_by_n", "step_time_ms", "concurrency", "noise"}]}`. Unknown keys are ignored so calibration
 notes can travel with a profile. Pure: reading the file is the caller's job (`load_profiles` takes text).
 """

@@ -34,7 +34,7 @@ def rate_sum(metric: str, selector: str, by: str, window: str = RATE_WINDOW) -> 
 
 
 def mean_accepted_length(selector: str, by: str, window: str = RATE_WINDOW) -> str:
-    """Tokens per verify step, 1 + accepted / drafts (FACTS §2): the target's own token plus the
+    """Tokens per verify step, 1 + accepted / drafts (docs/references.md §2): the target's own token plus the
     accepted draft tokens."""
     accepted = rate_sum(counter(vm.SPEC_ACCEPTED_TOKENS), selector, by, window)
     drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)

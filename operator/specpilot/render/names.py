@@ -1,4 +1,4 @@
-"""Names and labels of the children of a SpeculativeDeployment (ARCHITECTURE "Contracts").
+"""Names and labels of the children of a SpeculativeDeployment (docs/architecture.md, "Data flow").
 
 The controller, the scraper and the dashboards find pods by these labels, so they live in one place.
 """

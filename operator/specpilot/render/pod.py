@@ -1,6 +1,6 @@
 """The serving pod template, per accelerator vendor.
 
-AMD pods follow AMD's vLLM guidance (FACTS §2): the amd.com/gpu resource (the device plugin adds
+AMD pods follow AMD's vLLM guidance (docs/references.md §2): the amd.com/gpu resource (the device plugin adds
 /dev/kfd and /dev/dri), a memory-backed /dev/shm, seccomp Unconfined with SYS_PTRACE, the video group
 and ROCm's kernel switch. NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
 reads engine.json and supervises `vllm serve`; vLLM's API and /metrics share the `http` port.

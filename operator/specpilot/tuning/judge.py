@@ -1,6 +1,6 @@
 """The canary verdict: a sequential test on a load-normalised goodput ratio, plus health gates.
 
-The metric is the canary's goodput over the stable's at the round's load mix, split as FACTS §3 advises:
+The metric is the canary's goodput over the stable's at the round's load mix, split as docs/references.md §3 advises:
 
     log R = mean_w log(L_canary,w / L_stable,w)        tokens per step from counters, paired by window
           + log sum_B w_B B / t(N_c, B)

@@ -34,8 +34,8 @@ CONVERGE_WINDOWS = 6
 # A round ends (action stop) when it has spent this many canaries or windows without converging.
 MAX_CANARIES_PER_ROUND = 8
 MAX_WINDOWS_PER_ROUND = 48
-# Default candidate ceiling when the spec lists none: the article's sweeps for sequential and
-# lookup drafters went to 7; parallel drafters are bounded by their block size instead.
+# Default candidate ceiling when the spec lists none: the source article's sweeps (docs/references.md §1)
+# for sequential and lookup drafters went to 7; parallel drafters are bounded by their block size instead.
 DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
 LOADS_KEPT = 48
 

@@ -1,6 +1,6 @@
 """Schedule mode: an N per batch-size range (vLLM's `num_speculative_tokens_per_batch_size`).
 
-The best N falls as load rises (FACTS §3), and vLLM can vary N below the started maximum per running batch
+The best N falls as load rises (docs/references.md §3), and vLLM can vary N below the started maximum per running batch
 size without a restart. From the posterior mean goodput at each observed load level this picks the best N
 per level, fixes the started N to the largest of them, splits the batch-size axis at the geometric midpoints
 between levels, and reports the schedule's goodput over the load mix against the best single N.

@@ -1,4 +1,4 @@
-"""What counters at one N say about E[L_N'] at another N', per drafter family (FACTS §3).
+"""What counters at one N say about E[L_N'] at another N', per drafter family (docs/references.md §3).
 
 - Prefix-transfer drafters (MTP, EAGLE, draft model, n-gram): the k-th draft token does not depend on N,
   so windows at N give S_1..S_N exactly for every N' <= N. Above the deepest N observed only a bound is
