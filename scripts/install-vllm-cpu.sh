@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs vLLM's CPU build into its own venv (.tools/vllm-venv) with the fixes FACTS §4 found,
+# Installs vLLM's CPU build into its own venv (.tools/vllm-venv) with the fixes docs/references.md §4 found,
 # plus specpilot itself (editable, no deps) so `specpilot-runtime serve` and the stat-logger plugin
 # run inside it. Idempotent: a stamp keyed on this script and pyproject.toml makes a re-run instant.
 set -euo pipefail
