@@ -165,7 +165,7 @@ def test_vllm_that_does_not_drain_in_time_is_killed(tmp_path: Path, fake_vllm: d
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 128 + signal.SIGKILL
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start >= 0.5  # it waited out the grace period first
     assert "did not exit within 0.5 s" in err
 
 
