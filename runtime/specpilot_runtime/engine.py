@@ -40,17 +40,20 @@ def _merged(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
     return {**inherited, **cfg.env}
 
 
+def visible_devices_problem(vendor: str, env: Mapping[str, str]) -> str | None:
+    """Why this environment would bind vLLM's workers to other GPUs than its scheduler counted, if it
+    would. The operator's validate runs it on spec.engine.env, the runtime on the pod's whole environment."""
+    hip, cuda = env.get(HIP_VISIBLE), env.get(CUDA_VISIBLE)
+    if vendor == "amd" and hip is not None and cuda is not None and hip != cuda:
+        return (f"{HIP_VISIBLE}={hip!r} and {CUDA_VISIBLE}={cuda!r} name different GPUs; "
+                "set one of them (specpilot copies it to the other) or make them equal")
+    return None
+
+
 def env_problems(cfg: EngineConfig, inherited: Mapping[str, str]) -> list[Problem]:
     """Environment settings that contradict each other for this vendor."""
-    env = _merged(cfg, inherited)
-    p: list[Problem] = []
-    if cfg.accelerator.vendor == "amd":
-        hip, cuda = env.get(HIP_VISIBLE), env.get(CUDA_VISIBLE)
-        if hip is not None and cuda is not None and hip != cuda:
-            p.append(Problem(f"env.{CUDA_VISIBLE}",
-                             f"{HIP_VISIBLE}={hip!r} and {CUDA_VISIBLE}={cuda!r} name different GPUs; "
-                             "set one of them (specpilot copies it to the other) or make them equal"))
-    return p
+    problem = visible_devices_problem(cfg.accelerator.vendor, _merged(cfg, inherited))
+    return [Problem(f"env.{CUDA_VISIBLE}", problem)] if problem else []
 
 
 def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:

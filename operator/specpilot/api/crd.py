@@ -42,7 +42,7 @@ _PRINTER_COLUMNS = [
 
 # Keywords copied from pydantic's JSON schema as they are; bounds need translating (see _bounds).
 _PLAIN_KEYWORDS = ("minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
-                   "enum", "default")
+                   "minProperties", "maxProperties", "enum", "default")
 
 
 def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:

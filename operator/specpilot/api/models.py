@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specpilot_runtime.engine_config import MODEL_PATTERN
+from specpilot_runtime.engine_config import MODEL_PATTERN, NO_NUL_PATTERN
 from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, REMOVED_METHODS
 
 GROUP = "specpilot.io"
@@ -31,14 +31,29 @@ MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
 
 # Kubernetes object names that can also name a Service and a label value: a DNS-1035 label.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-NAME_MAX_LENGTH = 63
+# 63 (a DNS label) minus the longest suffix a child adds ("-canary-engine", render/names.py), so every
+# child name is a DNS label too; tests/unit/test_validate_limits.py checks each name function against it.
+NAME_MAX_LENGTH = 49
+# The floor that keeps the tuning loop from spinning (0s meant ~30 status writes/s). Not higher: the demo
+# and the cluster tests run 2s windows against simulated engines whose clock is scaled up; real engines
+# need minutes per window anyway (docs/api.md).
+MIN_ANALYSIS_WINDOW = "2s"
 
 # Bounds on lists and strings that CEL rules read: the API server estimates a rule's cost from them.
 MAX_ENGINE_ARGS = 128
 MAX_ARG_LENGTH = 1024
-EngineArg = Annotated[str, Field(max_length=MAX_ARG_LENGTH)]
+EngineArg = Annotated[str, Field(max_length=MAX_ARG_LENGTH, pattern=NO_NUL_PATTERN)]
 # A hub id is short; a local path stays well under PATH_MAX.
 MAX_MODEL_LENGTH = 1024
+MAX_PATH_LENGTH = 1024
+MAX_ENV_VALUE_LENGTH = 4096
+MAX_EXTRA_KEYS = 64
+MAX_IMAGE_LENGTH = 512
+# Kubernetes' limit on object names (DNS subdomains).
+MAX_OBJECT_NAME_LENGTH = 253
+# Text without control characters; an image reference without whitespace either.
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 
 
@@ -84,7 +99,7 @@ class Speculative(_Model):
         description=f"Proposer: {', '.join(METHODS)} (no speculation). Removed from vLLM: "
                     f"{', '.join(REMOVED_METHODS)}.")
     draft_model: str | None = Field(
-        None, description=f"Draft checkpoint (hub id or path). Required for {', '.join(_methods('required'))}; "
+        None, max_length=MAX_MODEL_LENGTH, pattern=PRINTABLE_PATTERN, description=f"Draft checkpoint (hub id or path). Required for {', '.join(_methods('required'))}; "
                           f"optional for {', '.join(_methods('optional'))} (mtp: Gemma-4-style assistants); "
                           f"not allowed for {', '.join(_methods('forbidden'))}.")
     num_speculative_tokens: int = Field(
@@ -99,7 +114,7 @@ class Speculative(_Model):
         None, max_length=16,
         description="Optional N per batch-size range (vLLM's num_speculative_tokens_per_batch_size).")
     extra: dict[str, Any] = Field(
-        default_factory=dict,
+        default_factory=dict, max_length=MAX_EXTRA_KEYS,
         description="Other vLLM speculative-config keys, passed through (validated against vLLM 0.33's keys).")
 
 
@@ -108,13 +123,14 @@ class EnvVar(_Model):
 
     name: str = Field(min_length=1, max_length=256, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
                       description="Environment variable name.")
-    value: str = Field("", description="Value.")
+    value: str = Field("", max_length=MAX_ENV_VALUE_LENGTH, pattern=NO_NUL_PATTERN, description="Value.")
 
 
 class ModelCache(_Model):
     """Where model weights are cached across pod restarts."""
 
-    claim_name: str | None = Field(None, description="PersistentVolumeClaim holding the Hugging Face cache.")
+    claim_name: str | None = Field(None, max_length=MAX_OBJECT_NAME_LENGTH,
+                                   description="PersistentVolumeClaim holding the Hugging Face cache.")
     host_path: str | None = Field(None, description="Host directory holding the cache (single-node clusters).")
     mount_path: str = Field("/root/.cache/huggingface", description="Where the cache is mounted in the pod.")
 
@@ -122,8 +138,9 @@ class ModelCache(_Model):
 class SecretKeyRef(_Model):
     """A key in a Secret of the deployment's namespace."""
 
-    name: str = Field(min_length=1, description="Secret name in the deployment's namespace.")
-    key: str = Field("token", description="Key within the Secret.")
+    name: str = Field(min_length=1, max_length=MAX_OBJECT_NAME_LENGTH,
+                      description="Secret name in the deployment's namespace.")
+    key: str = Field("token", max_length=MAX_OBJECT_NAME_LENGTH, description="Key within the Secret.")
 
 
 class Engine(_Model):
@@ -137,7 +154,8 @@ class Engine(_Model):
                               description="Extra environment variables for the vLLM process.")
     resources: dict[str, Any] = Field(
         default_factory=dict, description="Container resources; the GPU limit is set from accelerator.")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    node_selector: dict[str, Annotated[str, Field(max_length=MAX_OBJECT_NAME_LENGTH)]] = Field(
+        default_factory=dict, max_length=64, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, max_length=64, description="Pod tolerations.")
     model_cache: ModelCache | None = Field(None, description="Model weight cache volume.")
     hf_token_secret_ref: SecretKeyRef | None = Field(
@@ -149,7 +167,8 @@ class Canary(_Model):
 
     replicas: int = Field(1, ge=1, le=64, description="Replicas of the canary Deployment.")
     analysis_window: str = Field("5m", pattern=DURATION_PATTERN,
-                                 description="Length of one analysis window (e.g. 30s, 5m).")
+                                 description=f"Length of one analysis window (e.g. 30s, 5m); at least "
+                                             f"{MIN_ANALYSIS_WINDOW}.")
     windows: int = Field(6, ge=1, le=100, description="Most analysis windows before a verdict.")
     progress_deadline: str = Field("20m", pattern=DURATION_PATTERN,
                                    description="A canary not Ready by then is rolled back.")
@@ -187,7 +206,8 @@ class SpeculativeDeploymentSpec(_Model):
         description="Model name clients use (default: model; not starting with '-').")
     replicas: int = Field(1, ge=0, le=1000, description="Stable replicas.")
     accelerator: Accelerator = Field(default_factory=Accelerator, description="GPUs per replica.")
-    image: str | None = Field(None, description="Serving image; default per vendor at the supported vLLM version.")
+    image: str | None = Field(None, max_length=MAX_IMAGE_LENGTH, pattern=IMAGE_PATTERN,
+                              description="Serving image; default per vendor at the supported vLLM version.")
     speculative: Speculative = Field(description="Speculative-decoding method, draft and N.")
     engine: Engine = Field(default_factory=Engine, description="vLLM server settings.")
     tuning: Tuning = Field(default_factory=Tuning, description="Automatic tuning of N.")

@@ -20,7 +20,12 @@ from specpilot_runtime.speculative import (
     Family,
 )
 
+from .models import MIN_ANALYSIS_WINDOW
+
 Rule = dict[str, str]
+
+# Longer than any vLLM speculative-config key; bounds the rule's cost.
+MAX_EXTRA_KEY_LENGTH = 64
 
 
 def _list(values: list[str] | tuple[str, ...] | frozenset[str]) -> str:
@@ -133,6 +138,10 @@ def _speculative_rules() -> list[Rule]:
             "fieldPath": ".numSpeculativeTokens",
             "message": f"{name} allows numSpeculativeTokens <= {limit} "
                        f"(blockSize defaults to {rule.default_block_size}): {rule.note}"})
+    rules.append({"rule": f"!has(self.extra) || self.extra.all(k, size(k) <= {MAX_EXTRA_KEY_LENGTH})",
+                  "fieldPath": ".extra",
+                  "message": f"extra keys are vLLM speculative-config keys: at most {MAX_EXTRA_KEY_LENGTH} "
+                             "characters"})
     return rules
 
 
@@ -188,6 +197,10 @@ RULES: dict[str, list[Rule]] = {
          "message": "set exactly one of claimName or hostPath"},
     ],
     "spec.tuning.canary": [
+        {"rule": f"duration(self.analysisWindow) >= duration('{MIN_ANALYSIS_WINDOW}')",
+         "fieldPath": ".analysisWindow",
+         "message": f"analysisWindow must be at least {MIN_ANALYSIS_WINDOW} (real engines need minutes "
+                    "per window): shorter windows keep the tuning loop busy"},
         {"rule": "self.trafficRouting != 'gateway' || has(self.httpRoute)",
          "fieldPath": ".httpRoute", "reason": "FieldValueRequired",
          "message": "httpRoute is required when trafficRouting is gateway"},

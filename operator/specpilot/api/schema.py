@@ -2,7 +2,7 @@
 
 Covers the OpenAPI v3 subset a structural CRD schema uses: type, properties, required,
 additionalProperties, items, enum, minimum/maximum (and their exclusive forms), minLength/maxLength,
-pattern, minItems/maxItems, default and x-kubernetes-preserve-unknown-fields. Unknown fields are
+pattern, minItems/maxItems, minProperties/maxProperties, default and x-kubernetes-preserve-unknown-fields. Unknown fields are
 reported rather than silently pruned, like `kubectl apply` with strict field validation.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 from specpilot_runtime.speculative import Problem
 
-from specpilot_runtime.engine_config import MODEL_PATTERN
+from specpilot_runtime.engine_config import MODEL_PATTERN, NO_NUL_PATTERN
 
-from .models import DURATION_PATTERN, NAME_PATTERN
+from .models import DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN, PRINTABLE_PATTERN
 
 Schema = dict[str, Any]
 
@@ -26,6 +26,9 @@ _PATTERN_HINTS = {
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
     MODEL_PATTERN: "a hub id or path that does not start with '-' (vLLM would read it as a flag) "
                    "and has no control characters",
+    PRINTABLE_PATTERN: "text without control characters",
+    IMAGE_PATTERN: "an image reference without whitespace or control characters",
+    NO_NUL_PATTERN: "text without NUL characters",
 }
 
 # ObjectMeta is validated by the API server itself; a CRD schema may only restrict its name, so the
@@ -34,6 +37,12 @@ _METADATA = "metadata"
 
 _TYPE_NAMES = {"object": "an object", "array": "a list", "string": "a string", "integer": "an integer",
                "number": "a number", "boolean": "true or false"}
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as a message quotes it: repr, cut short so a huge value cannot flood the output."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def join(path: str, key: str) -> str:
@@ -96,7 +105,7 @@ def check(schema: Schema, value: Any, path: str) -> list[Problem]:
     """Every way `value` breaks the structural schema, one Problem per field."""
     kind = schema.get("type")
     if kind and not _type_ok(kind, value):
-        return [Problem(path, f"must be {_TYPE_NAMES[kind]}, got {_describe(value)} {value!r}")]
+        return [Problem(path, f"must be {_TYPE_NAMES[kind]}, got {_describe(value)} {shown(value)}")]
     problems = _scalar_problems(schema, value, path)
     if isinstance(value, dict):
         problems += _object_problems(schema, value, path)
@@ -109,7 +118,7 @@ def _scalar_problems(schema: Schema, value: Any, path: str) -> list[Problem]:
     p: list[Problem] = []
     if "enum" in schema and value not in schema["enum"]:
         allowed = ", ".join(str(v) for v in schema["enum"])
-        p.append(Problem(path, f"{value!r} is not allowed, use one of: {allowed}"))
+        p.append(Problem(path, f"{shown(value)} is not allowed, use one of: {allowed}"))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low, high = schema.get("minimum"), schema.get("maximum")
         if low is not None:
@@ -130,7 +139,8 @@ def _scalar_problems(schema: Schema, value: Any, path: str) -> list[Problem]:
         pattern = schema.get("pattern")
         if pattern and not re.search(pattern, value):
             hint = _PATTERN_HINTS.get(pattern)
-            p.append(Problem(path, f"{value!r} must be {hint}" if hint else f"{value!r} must match {pattern}"))
+            p.append(Problem(path, f"{shown(value)} must be {hint}" if hint else
+                             f"{shown(value)} must match {pattern}"))
     return p
 
 
@@ -141,6 +151,10 @@ def _object_problems(schema: Schema, value: dict[str, Any], path: str) -> list[P
     for name in schema.get("required", ()):
         if name not in value:
             p.append(Problem(join(path, name), "is required"))
+    if len(value) < schema.get("minProperties", 0):
+        p.append(Problem(path, f"must have at least {schema['minProperties']} key(s)"))
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        p.append(Problem(path, f"must have at most {schema['maxProperties']} keys, got {len(value)}"))
     for name, item in value.items():
         where = join(path, name)
         if name in props:

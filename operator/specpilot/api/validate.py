@@ -8,12 +8,14 @@ ngram lookup bounds, schedule ordering, reserved engine flags.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
 
+from specpilot_runtime.engine import CUDA_VISIBLE, visible_devices_problem
 from specpilot_runtime.engine_config import arg_problems
 from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, SpeculativeConfig, max_n
 
@@ -31,6 +33,11 @@ METHOD_PATH = "spec.speculative.method"
 
 # vLLM's batch-size schedule key: spec.speculative.schedule renders it.
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
+# Free-form values (speculative.extra, resources, tolerations) have no length the CRD can bound: the
+# spec as a whole, and each extra value, get a size limit here instead. A real spec is a few KiB.
+MAX_SPEC_BYTES = 256 * 1024
+MAX_EXTRA_VALUE_BYTES = 4096
 
 # Resource names specpilot sets from spec.accelerator; a user value would fight it.
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
@@ -84,7 +91,30 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     for name, count in Counter(e.name for e in spec.engine.env).items():
         if count > 1:
             found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
+    found += _env_problems(spec)
+    for key, value in spec.speculative.extra.items():
+        size = len(json.dumps(value))
+        if size > MAX_EXTRA_VALUE_BYTES:
+            found.append(Problem(f"spec.speculative.extra.{key}",
+                                 f"is {size} bytes as JSON; at most {MAX_EXTRA_VALUE_BYTES}"))
     return found
+
+
+def _env_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """The runtime's environment check, so a spec it would refuse in the pod is refused here."""
+    env = {e.name: e.value for e in spec.engine.env}
+    problem = visible_devices_problem(spec.accelerator.vendor, env)
+    if problem is None:
+        return []
+    index = next(i for i, e in enumerate(spec.engine.env) if e.name == CUDA_VISIBLE)
+    return [Problem(f"spec.engine.env[{index}].value", problem)]
+
+
+def _size_problem(obj: dict[str, Any]) -> list[Problem]:
+    size = len(json.dumps(obj.get("spec"), default=str))
+    if size <= MAX_SPEC_BYTES:
+        return []
+    return [Problem("spec", f"is {size} bytes as JSON; at most {MAX_SPEC_BYTES} (a real spec is a few KiB)")]
 
 
 def _candidate_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
@@ -127,8 +157,16 @@ def _removed_method_reason(problem: Problem, obj: dict[str, Any]) -> Problem:
     return Problem(problem.path, f"{method!r} is not supported: {reason}") if reason else problem
 
 
+def _pydantic_path(loc: tuple[int | str, ...]) -> str:
+    """pydantic's location in the schema's path form: `spec.engine.env[0].value`."""
+    path = ""
+    for part in loc:
+        path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}" if path else str(part)
+    return path
+
+
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
-    return [Problem(".".join(str(x) for x in e["loc"]), e["msg"]) for e in err.errors()]
+    return [Problem(_pydantic_path(e["loc"]), e["msg"]) for e in err.errors()]
 
 
 def validate_object(obj: Any) -> list[Problem]:
@@ -150,6 +188,9 @@ def validate_object(obj: Any) -> list[Problem]:
         found.append(Problem("metadata.name", "is required"))
     if found:
         return found
+    found = _size_problem(obj)
+    if found:
+        return found  # checking it field by field would only repeat the same thing, slowly
     schema = crd_schema()
     api = [_removed_method_reason(p, obj) for p in admission.problems(schema, obj)]
     try:
