@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import time
 from typing import Any
 
 import pytest
@@ -67,10 +66,8 @@ def test_a_window_at_the_floor_and_a_name_at_the_cap_are_valid() -> None:
                                          "metadata.name": "a" * NAME_MAX_LENGTH})) == []
 
 
-def test_a_megabyte_spec_is_refused_quickly_with_one_problem() -> None:
-    started = time.monotonic()
+def test_a_megabyte_spec_is_refused_before_field_checks_with_one_problem() -> None:
     problems = validate_object(with_changes({"spec.model": "m" * (1 << 20)}))
-    assert time.monotonic() - started < 1
     assert [p.path for p in problems] == ["spec"]
 
 
