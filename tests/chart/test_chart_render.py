@@ -195,6 +195,11 @@ def test_dashboards_ship_as_labelled_config_maps() -> None:
 
 
 
+def test_allowed_host_paths_become_allow_host_path_flags() -> None:
+    container = _operator_container(render("--set", "operator.allowedHostPaths={/data/hf,/mnt/models}"))
+    assert build_parser().parse_args(container["args"]).host_path_prefixes == ["/data/hf", "/mnt/models"]
+
+
 @pytest.mark.parametrize("args", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...]) -> None:
     objects = render(*args)
@@ -208,6 +213,7 @@ def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...
         assert parsed.namespaces == ["team-a", "team-b"] and not parsed.all_namespaces
     else:
         assert parsed.all_namespaces and parsed.namespaces == []
+    assert parsed.host_path_prefixes == []  # hostPath model caches are off unless allowedHostPaths names some
     (deployment,) = by_kind(objects, "Deployment")
     if deployment["spec"]["replicas"] > 1:
         # The Lease is where the chart's leader-election Role lets the operator write it.

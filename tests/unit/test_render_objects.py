@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from specpilot.api.validate import load
+from specpilot.api.validate import Policy, load
 from specpilot.cli import main
 from specpilot.render import owner_reference, render, render_service, render_track
 from specpilot_runtime.engine_config import EngineConfig
@@ -140,7 +140,8 @@ def test_scheduling_and_resources_pass_through_and_stay_valid() -> None:
                                     "nodeSelector": {"gpu.product": "H200"},
                                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                                                      "effect": "NoSchedule"}],
-                                    "modelCache": {"hostPath": "/data/hf", "mountPath": "/models"}}}})
+                                    "modelCache": {"hostPath": "/data/hf", "mountPath": "/models"}}}},
+               Policy(host_path_prefixes=("/data",)))
     deployment = by_kind(render_track(obj))["Deployment"]
     kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
     pod = deployment["spec"]["template"]["spec"]

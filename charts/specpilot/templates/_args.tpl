@@ -19,6 +19,9 @@
 {{- if .Values.operator.verbose }}
 - --verbose
 {{- end }}
+{{- range .Values.operator.allowedHostPaths }}
+- --allow-host-path={{ . }}
+{{- end }}
 {{- with .Values.operator.extraArgs }}
 {{ toYaml . }}
 {{- end }}

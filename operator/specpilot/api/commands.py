@@ -8,7 +8,7 @@ import sys
 from . import documents
 from .crd import crd_yaml
 from .models import KIND
-from .validate import validate_object
+from .validate import add_policy_arguments, policy_from, validate_object
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "problem (FILE: NAME: field: what is wrong, what is allowed) and exit 1.")
     val.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
                      help="YAML file (multi-document; '-' reads stdin); repeatable")
+    add_policy_arguments(val)
     val.set_defaults(func=_validate)
 
 
@@ -30,6 +31,7 @@ def _crd(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     problems = checked = skipped = 0
+    policy = policy_from(args)
     for path in args.filename:
         for doc in documents.read(path):
             if doc.error:
@@ -40,7 +42,7 @@ def _validate(args: argparse.Namespace) -> int:
                 skipped += 1  # other kinds in the same file (a Namespace, a Secret) are not ours to judge
                 continue
             checked += 1
-            for p in validate_object(doc.obj):
+            for p in validate_object(doc.obj, policy):
                 print(documents.problem_line(doc, p.path, p.message))
                 problems += 1
     if checked == 0 and problems == 0:

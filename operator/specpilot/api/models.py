@@ -51,6 +51,11 @@ MAX_EXTRA_KEYS = 64
 MAX_IMAGE_LENGTH = 512
 # Kubernetes' limit on object names (DNS subdomains).
 MAX_OBJECT_NAME_LENGTH = 253
+# An absolute path without empty segments or a trailing '/', printable; rules.py refuses '.' and '..'.
+ABSOLUTE_PATH_PATTERN = r"^(/[^/\x00-\x1f\x7f]+)+$"
+# Where specpilot mounts its own volumes in every serving pod (render/pod.py; a test keeps them equal):
+# a model cache mounted over, under or above them would hide engine.json or the shared memory.
+RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm")
 # Text without control characters; an image reference without whitespace either.
 PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
@@ -130,9 +135,15 @@ class ModelCache(_Model):
     """Where model weights are cached across pod restarts."""
 
     claim_name: str | None = Field(None, max_length=MAX_OBJECT_NAME_LENGTH,
-                                   description="PersistentVolumeClaim holding the Hugging Face cache.")
-    host_path: str | None = Field(None, description="Host directory holding the cache (single-node clusters).")
-    mount_path: str = Field("/root/.cache/huggingface", description="Where the cache is mounted in the pod.")
+                                   description="PersistentVolumeClaim holding the Hugging Face cache (the default "
+                                               "choice).")
+    host_path: str | None = Field(
+        None, max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
+        description="Host directory holding the cache. Refused unless the operator runs with "
+                    "--allow-host-path naming a directory that holds it (chart value operator.allowedHostPaths).")
+    mount_path: str = Field("/root/.cache/huggingface", max_length=MAX_PATH_LENGTH, pattern=ABSOLUTE_PATH_PATTERN,
+                            description=f"Where the cache is mounted in the pod; not over, under or above "
+                                        f"{' or '.join(RESERVED_MOUNT_PATHS)}.")
 
 
 class SecretKeyRef(_Model):

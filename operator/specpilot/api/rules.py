@@ -20,10 +20,12 @@ from specpilot_runtime.speculative import (
     Family,
 )
 
-from .models import MIN_ANALYSIS_WINDOW
+from .models import MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS
 
 Rule = dict[str, str]
 
+# A '.' or '..' path segment, which would let a path climb out of the directory it names.
+DOT_SEGMENT = "(^|/)[.][.]?(/|$)"
 # Longer than any vLLM speculative-config key; bounds the rule's cost.
 MAX_EXTRA_KEY_LENGTH = 64
 
@@ -195,6 +197,15 @@ RULES: dict[str, list[Rule]] = {
     "spec.engine.modelCache": [
         {"rule": "has(self.claimName) != has(self.hostPath)",
          "message": "set exactly one of claimName or hostPath"},
+        {"rule": f"!has(self.mountPath) || !{_list(RESERVED_MOUNT_PATHS)}.exists(p, self.mountPath == p || "
+                 "self.mountPath.startsWith(p + '/') || p.startsWith(self.mountPath + '/'))",
+         "fieldPath": ".mountPath", "reason": "FieldValueForbidden",
+         "message": f"mountPath must not be over, under or above specpilot's own mounts "
+                    f"({', '.join(RESERVED_MOUNT_PATHS)}): use a directory of its own, e.g. /root/.cache/huggingface"},
+        {"rule": f"!has(self.mountPath) || !self.mountPath.matches('{DOT_SEGMENT}')",
+         "fieldPath": ".mountPath", "message": "mountPath must not contain '.' or '..' segments"},
+        {"rule": f"!has(self.hostPath) || !self.hostPath.matches('{DOT_SEGMENT}')",
+         "fieldPath": ".hostPath", "message": "hostPath must not contain '.' or '..' segments"},
     ],
     "spec.tuning.canary": [
         {"rule": f"duration(self.analysisWindow) >= duration('{MIN_ANALYSIS_WINDOW}')",

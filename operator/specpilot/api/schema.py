@@ -16,7 +16,7 @@ from specpilot_runtime.speculative import Problem
 
 from specpilot_runtime.engine_config import MODEL_PATTERN, NO_NUL_PATTERN
 
-from .models import DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN, PRINTABLE_PATTERN
+from .models import ABSOLUTE_PATH_PATTERN, DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN, PRINTABLE_PATTERN
 
 Schema = dict[str, Any]
 
@@ -29,6 +29,7 @@ _PATTERN_HINTS = {
     PRINTABLE_PATTERN: "text without control characters",
     IMAGE_PATTERN: "an image reference without whitespace or control characters",
     NO_NUL_PATTERN: "text without NUL characters",
+    ABSOLUTE_PATH_PATTERN: "an absolute path like /data/hf-cache (no empty segments, no trailing '/')",
 }
 
 # ObjectMeta is validated by the API server itself; a CRD schema may only restrict its name, so the

@@ -8,8 +8,11 @@ ngram lookup bounds, schedule ordering, reserved engine flags.
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -21,7 +24,8 @@ from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, Spe
 
 from . import admission
 from .crd import open_api_schema
-from .models import API_VERSION, KIND, SpeculativeDeployment, SpeculativeDeploymentSpec
+from .models import ABSOLUTE_PATH_PATTERN, API_VERSION, KIND, SpeculativeDeployment, SpeculativeDeploymentSpec
+from .rules import DOT_SEGMENT
 
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
 # there the semantic problems replace the CEL ones.
@@ -42,6 +46,37 @@ MAX_EXTRA_VALUE_BYTES = 4096
 # Resource names specpilot sets from spec.accelerator; a user value would fight it.
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
 RESOURCE_KEYS = ("limits", "requests", "claims")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the operator's administrator allows beyond the CRD (`specpilot run` flags): a hostPath model
+    cache gives whoever may create SpeculativeDeployments a host directory on GPU nodes, so it is off
+    unless the operator names the directories it may use."""
+
+    host_path_prefixes: tuple[str, ...] = ()  # empty: hostPath off
+
+
+DEFAULT_POLICY = Policy()
+
+
+def host_path_prefix(text: str) -> str:
+    """argparse type of --allow-host-path: an absolute directory without '.' or '..' segments."""
+    if not re.fullmatch(ABSOLUTE_PATH_PATTERN, text) or re.search(DOT_SEGMENT, text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an absolute directory like /data/hf-cache")
+    return text
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The Policy flags, shared by `specpilot run`, `validate` and `render` so all three judge alike."""
+    parser.add_argument("--allow-host-path", action="append", dest="host_path_prefixes", default=[],
+                        type=host_path_prefix, metavar="DIR",
+                        help="allow spec.engine.modelCache.hostPath at DIR or below (repeatable); default: "
+                             "hostPath is refused")
+
+
+def policy_from(args: argparse.Namespace) -> Policy:
+    return Policy(host_path_prefixes=tuple(args.host_path_prefixes))
 
 
 class InvalidSpeculativeDeployment(ValueError):
@@ -98,6 +133,23 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
             found.append(Problem(f"spec.speculative.extra.{key}",
                                  f"is {size} bytes as JSON; at most {MAX_EXTRA_VALUE_BYTES}"))
     return found
+
+
+def policy_problems(spec: SpeculativeDeploymentSpec, policy: Policy) -> list[Problem]:
+    """What this operator's policy refuses although the CRD allows it."""
+    cache = spec.engine.model_cache
+    host = cache.host_path if cache else None
+    if host is None:
+        return []
+    where = "spec.engine.modelCache.hostPath"
+    if not policy.host_path_prefixes:
+        return [Problem(where, "hostPath model caches are off: the operator was not started with "
+                               "--allow-host-path (chart value operator.allowedHostPaths); use claimName, a "
+                               "PersistentVolumeClaim")]
+    if not any(host == p or host.startswith(p.rstrip("/") + "/") for p in policy.host_path_prefixes):
+        return [Problem(where, f"{host!r} is outside the host directories this operator allows "
+                               f"({', '.join(policy.host_path_prefixes)}); use one of them or claimName")]
+    return []
 
 
 def _env_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
@@ -169,8 +221,9 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
     return [Problem(_pydantic_path(e["loc"]), e["msg"]) for e in err.errors()]
 
 
-def validate_object(obj: Any) -> list[Problem]:
-    """Every problem with one SpeculativeDeployment object (a dict as read from YAML or the API).
+def validate_object(obj: Any, policy: Policy = DEFAULT_POLICY) -> list[Problem]:
+    """Every problem with one SpeculativeDeployment object (a dict as read from YAML or the API), for an
+    operator running with `policy`.
 
     Checks apiVersion, kind, metadata.name and spec; status is the operator's, not the user's, so an
     object read back from the cluster validates the same as the file it was applied from.
@@ -199,19 +252,19 @@ def validate_object(obj: Any) -> list[Problem]:
         # The schema already named these fields; pydantic adds only what it alone refuses.
         return api + [p for p in _pydantic_problems(err)
                       if not any(_covers(a.path, p.path) or _covers(p.path, a.path) for a in api)]
-    semantic = spec_problems(parsed.spec)
+    semantic = spec_problems(parsed.spec) + policy_problems(parsed.spec, policy)
     # A rule both layers check: keep the semantic message, which names the item and the value.
     kept = [p for p in api
             if not (p.path in RECHECKED_PATHS and any(_covers(p.path, s.path) for s in semantic))]
     return kept + semantic
 
 
-def load(obj: dict[str, Any]) -> SpeculativeDeployment:
+def load(obj: dict[str, Any], policy: Policy = DEFAULT_POLICY) -> SpeculativeDeployment:
     """Validate and parse spec and metadata (status stays None: read it from the object itself).
 
     Raises InvalidSpeculativeDeployment listing every problem.
     """
-    problems = validate_object(obj)
+    problems = validate_object(obj, policy)
     if problems:
         raise InvalidSpeculativeDeployment(problems)
     spec_only = {k: v for k, v in obj.items() if k != "status"}

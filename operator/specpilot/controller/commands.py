@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 
+from specpilot.api.validate import add_policy_arguments, policy_from
 from specpilot.controller.operator import OperatorOptions, run_operator
 
 
@@ -27,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease")
     p.add_argument("--identity", default="", help="this replica's name in the Lease (default: host + random)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_policy_arguments(p)
     p.set_defaults(func=_run)
 
 
@@ -42,5 +44,5 @@ def _run(args: argparse.Namespace) -> int:
                            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                            lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                            lease_duration_s=args.lease_duration, identity=args.identity,
-                           leader_election=not args.no_leader_election)
+                           leader_election=not args.no_leader_election, policy=policy_from(args))
     return asyncio.run(run_operator(opts))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import kopf
 
+from specpilot.api.validate import DEFAULT_POLICY, Policy
 from specpilot.controller import tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
@@ -41,6 +42,7 @@ class OperatorOptions:
     lease_duration_s: int = 15
     identity: str = ""
     leader_election: bool = True
+    policy: Policy = DEFAULT_POLICY
 
 
 def _identity() -> str:
@@ -100,7 +102,7 @@ async def run_operator(opts: OperatorOptions) -> int:
         await elector.acquire()
     metrics.leader.set(1)
     registry = kopf.OperatorRegistry()
-    scheduler = Scheduler(Reconciler(kube, metrics, EventRecorder(kube, identity)), metrics)
+    scheduler = Scheduler(Reconciler(kube, metrics, EventRecorder(kube, identity), opts.policy), metrics)
     register(registry, scheduler, _configure)
     tuning_loop.register(registry, scheduler)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from specpilot import render
 from specpilot.api.models import API_VERSION, PLURAL, SpeculativeDeployment
-from specpilot.api.validate import InvalidSpeculativeDeployment, load
+from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
 from specpilot.controller import metric_names as m
 from specpilot.controller import status as st
 from specpilot.controller.events import EventRecorder
@@ -60,8 +60,9 @@ def sd_path(namespace: str, name: str) -> str:
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder) -> None:
-        self.kube, self.metrics, self.events = kube, metrics, events
+    def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder,
+                 policy: Policy = DEFAULT_POLICY) -> None:
+        self.kube, self.metrics, self.events, self.policy = kube, metrics, events, policy
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
@@ -114,7 +115,7 @@ class Reconciler:
             self._write_status(path, old_status, st.paused_status(old_status, generation))
             return m.RESULT_PAUSED
         try:
-            sd = load(obj)
+            sd = load(obj, self.policy)
         except InvalidSpeculativeDeployment as exc:
             message = "; ".join(str(p) for p in exc.problems)
             was = st.condition(old_status, st.SPEC_VALID) or {}

@@ -81,7 +81,7 @@ class TuningLoop:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return POLL_S
         try:
-            sd = load(obj)
+            sd = load(obj, self.scheduler.reconciler.policy)
         except InvalidSpeculativeDeployment:
             self.counter.reset()  # the reconciler reports it; nothing is measured against a bad spec
             return POLL_S * 4
@@ -182,7 +182,7 @@ class TuningLoop:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         try:
-            sd = load(obj)
+            sd = load(obj, self.scheduler.reconciler.policy)
         except InvalidSpeculativeDeployment:
             return
         old = (obj.get("status") or {}).get("tuning")

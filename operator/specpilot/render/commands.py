@@ -9,7 +9,7 @@ import yaml
 
 from ..api import documents
 from ..api.models import KIND
-from ..api.validate import InvalidSpeculativeDeployment, load
+from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from
 from . import render_service, render_track
 from .names import TRACKS
 
@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--track", choices=TRACKS, default="stable", help="which track to render (default stable)")
     cmd.add_argument("--n", type=int, default=None, metavar="N",
                      help="num_speculative_tokens to render (default: spec.speculative.numSpeculativeTokens)")
+    add_policy_arguments(cmd)
     cmd.set_defaults(func=_render)
 
 
@@ -39,7 +40,7 @@ def _render(args: argparse.Namespace) -> int:
             if isinstance(doc.obj, dict) and doc.obj.get("kind") not in (None, KIND):
                 continue
             try:
-                sd = load(doc.obj)
+                sd = load(doc.obj, policy_from(args))
                 objects += render_track(sd, args.track, args.n)
                 if args.track == "stable":
                     objects.append(render_service(sd))
