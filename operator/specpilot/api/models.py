@@ -29,6 +29,10 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
 
+# The extended resource each vendor's device plugin advertises (render requests it; validate keeps user
+# resources from naming it twice).
+GPU_RESOURCES: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+
 # Kubernetes object names that can also name a Service and a label value: a DNS-1035 label.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 # 63 (a DNS label) minus the longest suffix a child adds ("-canary-engine", render/names.py), so every

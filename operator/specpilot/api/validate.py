@@ -24,7 +24,8 @@ from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, Spe
 
 from . import admission
 from .crd import open_api_schema
-from .models import ABSOLUTE_PATH_PATTERN, API_VERSION, KIND, SpeculativeDeployment, SpeculativeDeploymentSpec
+from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, SpeculativeDeployment,
+                     SpeculativeDeploymentSpec)
 from .rules import DOT_SEGMENT
 
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
@@ -44,7 +45,6 @@ MAX_SPEC_BYTES = 256 * 1024
 MAX_EXTRA_VALUE_BYTES = 4096
 
 # Resource names specpilot sets from spec.accelerator; a user value would fight it.
-GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
 RESOURCE_KEYS = ("limits", "requests", "claims")
 
 
@@ -188,7 +188,7 @@ def _resource_problems(resources: dict[str, Any]) -> list[Problem]:
         elif key != "claims" and not isinstance(value, dict):
             found.append(Problem(where, "must be a map of resource name to quantity"))
         elif key != "claims":
-            for gpu in GPU_RESOURCES:
+            for gpu in GPU_RESOURCES.values():
                 if gpu in value:
                     found.append(Problem(f"{where}.{gpu}",
                                          "is set by specpilot from spec.accelerator; set accelerator.count"))

@@ -13,9 +13,6 @@ DEFAULT_IMAGES: dict[str, str] = {
     "nvidia": f"specpilot/runtime:{SPECPILOT_VERSION}-cuda-vllm-{VLLM_VERSION}",
 }
 
-GPU_RESOURCES: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
-
-
 def image_for(vendor: str, override: str | None) -> str:
     """The spec's image when given, otherwise the vendor's default."""
     return override or DEFAULT_IMAGES[vendor]

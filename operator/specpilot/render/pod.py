@@ -12,8 +12,8 @@ from typing import Any
 
 from specpilot_runtime.engine_config import DEFAULT_PORT
 
-from ..api.models import SpeculativeDeployment
-from .images import GPU_RESOURCES, image_for
+from ..api.models import GPU_RESOURCES, SpeculativeDeployment
+from .images import image_for
 from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
                     config_map_name, pod_labels)
 
