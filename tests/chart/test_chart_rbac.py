@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from helm_tools import NAMESPACE, RELEASE, ROOT, by_kind, render
 
 from specpilot.render.names import DEPLOYMENT_LABEL
 from specpilot_harness.sandbox.cluster import Sandbox
+from specpilot_harness.ports import free_port
 
 TEST_AGENT = "specpilot-rbac-test"
 WATCHED = "team-a"
@@ -134,17 +134,11 @@ async def _eventually(what: str, check: Callable[[], Awaitable[bool]]) -> None:
         delay = min(delay * 2, 0.5)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def _start_operator(args: list[str], kubeconfig: Path, log: Path) -> asyncio.subprocess.Process:
     """`specpilot run` with the chart's arguments, pointed at the sandbox instead of in-cluster config."""
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "specpilot.cli", *args, "--kubeconfig", str(kubeconfig),
-        "--metrics-port", str(_free_port()), "--metrics-host", "127.0.0.1", "--identity", "rbac-test",
+        "--metrics-port", str(free_port()), "--metrics-host", "127.0.0.1", "--identity", "rbac-test",
         stdout=log.open("wb"), stderr=asyncio.subprocess.STDOUT, cwd=ROOT)
 
 

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any, Callable
 
 import pytest
 import yaml
+from specpilot_harness.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "deploy" / "examples"
@@ -31,12 +31,6 @@ def kubectl_binary() -> str:
     if not found:
         pytest.fail("kubectl is needed by the cluster tier: `make tools` puts it in .tools/bin")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT_S) -> Any:

@@ -10,7 +10,6 @@ operator: its real OperatorMetrics and TunerMetrics, advanced on every scrape.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import threading
@@ -28,14 +27,9 @@ from prometheus_client import generate_latest
 from specpilot.controller import metric_names as op
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.tuning_metrics import TunerMetrics
+from specpilot_harness.ports import free_port
 
 SCALED_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def advance_exposition(text: str, scrapes: int) -> str:

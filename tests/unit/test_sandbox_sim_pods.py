@@ -4,7 +4,6 @@ and port of the pod's engine.json, on the pod's address; Ready while it serves; 
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import pytest
@@ -12,12 +11,7 @@ import pytest
 from specpilot_harness.sandbox.pods import PodContext
 from specpilot_harness.sandbox.sim_pods import SimEngineRuntime
 from specpilot_harness.sim.profile import ProfileError
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from specpilot_harness.ports import free_port
 
 
 def _ctx(annotations: dict[str, str], n: int = 5, port: int = 8000) -> PodContext:
@@ -50,7 +44,7 @@ def test_pods_without_a_profile_serve_nothing_and_unknown_profiles_fail() -> Non
 
 async def test_ready_follows_the_engine_and_stop_ends_it() -> None:
     runtime = SimEngineRuntime()
-    port = _port()
+    port = free_port()
     ctx = _ctx({"specpilot.io/sim-profile": "qwen35-122b-mtp-math500"}, port=port)
     await runtime.start(ctx)
     try:

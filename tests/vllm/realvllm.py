@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from specpilot_harness.ports import free_port
 
 STARTUP_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 60.0
@@ -28,12 +28,6 @@ class VllmVenv:
 class TinyModels:
     target: Path
     draft: Path  # the target with 5% weight noise
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import json
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from specpilot.api.models import API_VERSION, KIND, PLURAL
 from specpilot.controller import metric_names
 from specpilot_harness.sandbox.cluster import Sandbox
 from specpilot_harness.sandbox.resources import ResourceType
+from specpilot_harness.ports import free_port
 
 NAMESPACE = "bench"
 METHODS = (("ngram", None), ("mtp", None), ("eagle3", "org/eagle3-draft"), ("draft_model", "org/small-draft"))
@@ -172,13 +172,6 @@ async def bench(count: int, deadline_s: float) -> dict[str, Any]:
         "reconcile_errors": _metric_total(metrics, metric_names.RECONCILE_ERRORS_TOTAL),
         "operator_peak_rss_mib": rss, "operator_log": str(workdir / "operator.log"),
     }
-
-
-def free_port() -> int:
-    """A free loopback port, found by binding port 0 and releasing it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _wait_for_leader(http: aiohttp.ClientSession) -> None:

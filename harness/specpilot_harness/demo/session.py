@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import re
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profi
 
 from .plot import goodput_plot
 from .view import dashboard, summary
+from specpilot_harness.ports import free_port
 
 NAME, NAMESPACE = "demo", "default"
 START_TIMEOUT_S = 60.0
@@ -77,12 +77,6 @@ def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
                                 "canary": {"analysisWindow": opts.window, "progressDeadline": "30s"}}}}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.asynccontextmanager
 async def sandbox(workdir: Path) -> AsyncIterator[Path]:
     """`specpilot sandbox` with its operator, logging to workdir/sandbox.log; yields the kubeconfig."""
@@ -91,7 +85,7 @@ async def sandbox(workdir: Path) -> AsyncIterator[Path]:
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "specpilot.cli", "sandbox", "--port", "0", "--kubeconfig", str(kubeconfig),
-            "--metrics-port", str(_free_port()), stdout=log, stderr=log)
+            "--metrics-port", str(free_port()), stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not re.search(r"API server at http://127\.0\.0\.1:\d+", log_path.read_text(errors="replace")):
