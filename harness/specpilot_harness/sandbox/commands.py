@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from specpilot_harness.sandbox.cluster import Sandbox
+from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap
 from specpilot_harness.sandbox.pods import PodRuntime
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
 
@@ -30,9 +31,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
     p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
     p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
-                   help="what runs behind each pod: a callable returning a PodRuntime (default: a simulated "
-                        "vLLM engine for pods annotated specpilot.io/sim-profile, nothing for others, which "
-                        "are Ready at once); see specpilot_harness.sandbox.pods and docs/simulator.md")
+                   help="what runs behind each pod: a callable returning a PodRuntime (overrides --engine; "
+                        "see specpilot_harness.sandbox.pods)")
+    p.add_argument("--engine", choices=("sim", "exec"), default="sim",
+                   help="sim (default): a simulated vLLM engine for pods whose SpeculativeDeployment is "
+                        "annotated specpilot.io/sim-profile (docs/simulator.md), nothing for others; exec: run each pod's real containers (command + "
+                        "args, env, volumes, probes, preStop, grace period) with images mapped to local "
+                        "environments, the serving image to the vLLM CPU build (docs/sandbox.md)")
+    p.add_argument("--exec-image", action="append", default=[], metavar="PATTERN=DIR",
+                   help="with --engine exec: run images matching PATTERN (fnmatch) from the programs in DIR "
+                        "(repeatable, first match wins; default: the operator image from this Python, every "
+                        "other image from .tools/vllm-venv/bin)")
+    p.add_argument("--exec-dir", type=Path, default=Path(".specpilot") / "pods", metavar="DIR",
+                   help="with --engine exec: where each pod's volumes, logs, HOME and TMPDIR live")
     p.add_argument("--sim-profiles", type=Path, action="append", default=[], metavar="FILE",
                    help="profiles files the sim-profile annotation names a profile of (repeatable; default: "
                         "the tuner benchmark's article.json, then the runtime's bundled examples)")
@@ -46,8 +57,7 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    files = tuple(args.sim_profiles) or DEFAULT_PROFILE_FILES
-    sandbox = Sandbox(load_runtime(args.pod_runtime) if args.pod_runtime else SimEngineRuntime(files))
+    sandbox = Sandbox(pod_runtime(args))
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
@@ -83,6 +93,19 @@ async def serve(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError):
         os.unlink(kubeconfig)
     return code
+
+
+def pod_runtime(args: argparse.Namespace) -> PodRuntime:
+    """What runs behind each pod, from the command line."""
+    if args.pod_runtime:
+        return load_runtime(args.pod_runtime)
+    if args.engine == "exec":
+        try:
+            images = ImageMap.parse(args.exec_image)
+        except ValueError as exc:
+            raise SystemExit(f"specpilot sandbox: {exc}") from None
+        return ExecRuntime(args.exec_dir.resolve(), images)
+    return SimEngineRuntime(tuple(args.sim_profiles) or DEFAULT_PROFILE_FILES)
 
 
 def load_runtime(spec: str) -> PodRuntime:
