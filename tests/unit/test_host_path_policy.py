@@ -1,4 +1,4 @@
-"""hostPath model caches (issue 11, item 5): off unless the operator names the host directories it allows,
+"""hostPath model caches: off unless the operator names the host directories it allows,
 never mounted over specpilot's own mounts; a PersistentVolumeClaim is the default."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Specs the API server used to accept that broke later (issue 11, item 6): a busy tuning loop, child names
+"""Specs the API server used to accept that broke later: a busy tuning loop, child names
 that are not DNS labels, NUL bytes, GPU variables the runtime refuses, image names with whitespace, and
 unbounded strings. Each is refused by `validate_object`, naming the field and what is allowed."""
 
