@@ -8,6 +8,7 @@ the quantities of docs/references.md §3 off either.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -91,6 +92,10 @@ _PER_POS_FIELDS: dict[str, str] = {
 _SUMMED_LABELS = frozenset({LABEL_MODEL, LABEL_ENGINE})
 
 
+class NonFiniteSample(ValueError):
+    """A vllm: sample is NaN or infinite: the exposition cannot be measured."""
+
+
 def _base_name(sample_name: str) -> str:
     """Counters are exported as `<name>_total`; older exporters and recording rules use the bare name."""
     return sample_name.removesuffix("_total")
@@ -104,7 +109,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     """One /metrics exposition (Prometheus text format) -> Snapshot, summed over `engine`.
 
     `_created` samples are ignored: they are timestamps, not counts. Raises ValueError on text that is
-    not an exposition.
+    not an exposition, and NonFiniteSample when a vllm: sample is NaN or infinite (no count can be).
     """
     scalars: dict[str, float] = defaultdict(float)
     per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in _PER_POS_FIELDS}
@@ -113,6 +118,8 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
         for sample in family.samples:
             if sample.name.endswith("_created") or not sample.name.startswith("vllm:"):
                 continue
+            if not math.isfinite(sample.value):
+                raise NonFiniteSample(f"{sample.name}{sample.labels or ''} is {sample.value}")
             name = _base_name(sample.name)
             if name in per_pos and LABEL_POSITION in sample.labels:
                 per_pos[name][int(sample.labels[LABEL_POSITION])] += sample.value

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from specpilot.api.validate import load
-from specpilot.controller.traffic import canary_weight, weighted_rules
+from specpilot.controller.traffic import (OPT_IN_ANNOTATION, ORIGINAL_ANNOTATION, canary_weight, opted_in,
+                                         restore_patch, route_patch, weighted_rules)
 from specpilot.render import render
 
 
@@ -32,9 +35,42 @@ def test_only_this_deployments_backends_are_reweighted() -> None:
         {"name": "chat-stable", "port": 8000, "weight": 100}]
 
 
-def test_a_route_without_our_backends_gets_them_in_every_rule() -> None:
-    rules = weighted_rules({"spec": {"rules": [{"matches": []}]}}, "chat", 0)
+def test_an_annotated_route_without_our_backends_gets_them_in_every_rule() -> None:
+    route = {"metadata": {"annotations": {OPT_IN_ANNOTATION: "chat"}}, "spec": {"rules": [{"matches": []}]}}
+    assert opted_in(route, "chat")
+    rules = weighted_rules(route, "chat", 0)
     assert rules == [{"matches": [], "backendRefs": [{"name": "chat-stable", "port": 8000, "weight": 100}]}]
+
+
+def test_a_route_that_did_not_opt_in_is_not_ours() -> None:
+    foreign = {"spec": {"rules": [{"backendRefs": [{"name": "shop", "port": 80}]}]}}
+    assert not opted_in(foreign, "chat")
+    assert not opted_in({"metadata": {"annotations": {OPT_IN_ANNOTATION: "other"}}, **foreign}, "chat")
+
+
+def test_shares_are_exact_beside_other_backends() -> None:
+    route = {"spec": {"rules": [{"backendRefs": [{"name": "chat", "port": 8000, "weight": 3},
+                                                 {"name": "legacy", "port": 80, "weight": 1}]}]}}
+    refs = weighted_rules(route, "chat", 25)[0]["backendRefs"]
+    weights = {b["name"]: b["weight"] for b in refs}
+    total = sum(weights.values())
+    # The deployment keeps its 3/4 of the rule, split 75/25 between the tracks; legacy keeps 1/4.
+    assert weights["legacy"] / total == 0.25
+    assert weights["chat-canary"] / total == 0.75 * 0.25 and weights["chat-stable"] / total == 0.75 * 0.75
+
+
+def test_the_original_rules_are_recorded_once_and_restored() -> None:
+    original = [{"backendRefs": [{"name": "chat", "port": 8000}]}]
+    route = {"metadata": {"name": "r"}, "spec": {"rules": original}}
+    patch = route_patch(route, "chat", 25)
+    assert patch is not None and json.loads(patch["metadata"]["annotations"][ORIGINAL_ANNOTATION]) == original
+    weighted = {"metadata": {"annotations": patch["metadata"]["annotations"]}, "spec": {"rules": patch["spec"]["rules"]}}
+    assert route_patch(weighted, "chat", 25) is None  # already so: no write
+    again = route_patch(weighted, "chat", 0)  # computed from the original, not from the weighted rules
+    assert again == {"spec": {"rules": [{"backendRefs": [{"name": "chat-stable", "port": 8000, "weight": 100}]}]}}
+    assert restore_patch(weighted) == {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}},
+                                       "spec": {"rules": original}}
+    assert restore_patch(route) is None  # never weighted: nothing to restore
 
 
 def test_gateway_routing_renders_a_service_per_track() -> None:

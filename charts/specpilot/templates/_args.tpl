@@ -16,6 +16,7 @@
 - --no-leader-election
 {{- end }}
 - --metrics-port={{ .Values.operator.metricsPort }}
+- --scrape-max-bytes={{ int .Values.operator.scrapeMaxBytes }}
 {{- if .Values.operator.verbose }}
 - --verbose
 {{- end }}

@@ -21,8 +21,7 @@ from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_
 from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import METHODS, max_n
 
-from specpilot.controller.kube import Kube, load_api_client
-from specpilot.controller.reconcile import sd_path
+from specpilot.controller.kube import Kube, load_api_client, sd_path
 from specpilot_harness.load.command import drive
 from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
 from specpilot_harness.load.runner import LoadConfig
@@ -120,8 +119,7 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
     async with sandbox(opts.workdir) as kubeconfig:
         kube = Kube(load_api_client(str(kubeconfig)))
         path = sd_path(NAMESPACE, NAME)
-        await asyncio.to_thread(kube.request, "PATCH", path, manifest(profile, opts), {"fieldManager": "specpilot-demo",
-                                "force": "true"}, "application/apply-patch+yaml")
+        await asyncio.to_thread(kube.apply, manifest(profile, opts), "specpilot-demo")
         targets = ServiceTargets(service_name(NAME), NAMESPACE, str(kubeconfig))
         load: asyncio.Task[Any] | None = None
         status: dict[str, Any] = {}

@@ -30,6 +30,22 @@ def _json(data: Any, status: int = 200, warnings: list[str] | None = None) -> we
                         content_type="application/json", headers=headers)
 
 
+# What a real API server reads, by verb (a PATCH names its patch format; other bodies are objects).
+BODY_TYPES = frozenset({"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"})
+PATCH_TYPES = frozenset({"application/json-patch+json", "application/merge-patch+json",
+                         "application/strategic-merge-patch+json", "application/apply-patch+yaml"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _strict_json(raw: bytes) -> Any:
+    """JSON as Go's encoding/json reads it: NaN and Infinity are not numbers (Python would accept them)."""
+    return json.loads(raw, parse_constant=_refuse_constant)
+
+
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "").lower() in ("true", "1")
 
@@ -66,6 +82,8 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
+            self._refuse_browsers(request)
+            self._check_media_type(request)
             return await self._route(request)
         except ApiError as exc:
             return _json(exc.status(), exc.code)
@@ -73,6 +91,26 @@ class ApiServer:
             return _json(errors.bad_request(str(exc)).status(), 400)
         except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
             return _json(errors.bad_request(f"invalid request body: {exc}").status(), 400)
+
+    @staticmethod
+    def _refuse_browsers(request: web.Request) -> None:
+        """Only clients on this machine that are not web pages: kubectl and Kubernetes clients send no
+        Origin, a browser always does on a cross-site write; a loopback Host header rules out DNS
+        rebinding (a page whose own name resolves to 127.0.0.1)."""
+        if "Origin" in request.headers:
+            raise ApiError(403, "Forbidden", "requests from web pages (with an Origin header) are refused")
+        if request.host.rsplit(":", 1)[0] not in LOOPBACK_HOSTS:
+            raise ApiError(403, "Forbidden", f"Host {request.host!r} is not a loopback address")
+
+    @staticmethod
+    def _check_media_type(request: web.Request) -> None:
+        if request.method not in ("POST", "PUT", "PATCH", "DELETE") or not request.can_read_body:
+            return
+        allowed = PATCH_TYPES if request.method == "PATCH" else BODY_TYPES
+        if request.content_type not in allowed:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f'the body of the request was in an unknown format - accepted media types '
+                           f'include: {", ".join(sorted(allowed))}')
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
@@ -154,12 +192,19 @@ class ApiServer:
                 return protobuf.decode(raw)
             except (ValueError, IndexError) as exc:
                 raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
-        if "yaml" in request.content_type:
+        try:
+            if "yaml" not in request.content_type:
+                return _strict_json(raw)
             try:
-                return json.loads(raw)  # most clients send apply patches as JSON, which is valid YAML
+                return _strict_json(raw)  # most clients send apply patches as JSON, which is valid YAML
             except json.JSONDecodeError:
-                return yaml.safe_load(raw)
-        return json.loads(raw)
+                body = yaml.safe_load(raw)
+                json.dumps(body, allow_nan=False)  # .nan/.inf have no JSON form: refused like NaN
+                return body
+        except ValueError as exc:
+            if isinstance(exc, json.JSONDecodeError):
+                raise
+            raise errors.bad_request(f"invalid request body: {exc}") from exc
 
     async def _resource(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
         rtype, namespace, name, sub = self._locate(group, version, rest)

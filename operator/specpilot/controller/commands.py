@@ -8,6 +8,7 @@ import logging
 
 from specpilot.api.validate import add_policy_arguments, policy_from
 from specpilot.controller.operator import OperatorOptions, run_operator
+from specpilot.scrape.pods import DEFAULT_MAX_BYTES, ScrapeLimits
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how long a silent leader keeps the Lease before a standby takes over")
     p.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease")
     p.add_argument("--identity", default="", help="this replica's name in the Lease (default: host + random)")
+    p.add_argument("--scrape-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="BYTES",
+                   help=f"largest pod /metrics answer read; a larger one costs that pod's window "
+                        f"(default {DEFAULT_MAX_BYTES})")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_policy_arguments(p)
     p.set_defaults(func=_run)
@@ -44,5 +48,6 @@ def _run(args: argparse.Namespace) -> int:
                            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                            lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                            lease_duration_s=args.lease_duration, identity=args.identity,
-                           leader_election=not args.no_leader_election, policy=policy_from(args))
+                           leader_election=not args.no_leader_election, policy=policy_from(args),
+                           scrape=ScrapeLimits(max_bytes=args.scrape_max_bytes))
     return asyncio.run(run_operator(opts))

@@ -2,6 +2,9 @@
 
 Every trigger funnels into `Scheduler.request`, which serialises reconciles per object and collapses
 bursts (a rollout changes the Deployment's status many times; one reconcile after the burst is enough).
+A failed reconcile is retried with exponential backoff and jitter a bounded number of times (the 60 s
+resync timer is the level-based safety net after that); an answer that will not change (a 4xx other
+than 429) is not retried, and a replica that is not the leader drops the work.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any, Callable
 import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION
-from specpilot.controller.kube import KubeError
+from specpilot.controller.kube import Backoff, KubeError, NotLeader
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
@@ -21,18 +24,23 @@ from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 log = logging.getLogger(__name__)
 
 RESYNC_INTERVAL_S = 60.0
-RETRY_DELAY_S = 5.0
+# Reconcile retries after the client's own: 1, 2, 4, 8, 16 s (jittered), then the resync timer's turn.
+RETRY = Backoff(attempts=5, base_s=1.0, cap_s=RESYNC_INTERVAL_S / 2)
 CHILD_RESOURCES = (("", "v1", "configmaps"), ("apps", "v1", "deployments"), ("", "v1", "services"))
 
 
 class Scheduler:
     """At most one reconcile per object at a time, and at most one more queued behind it."""
 
-    def __init__(self, reconciler: Reconciler, metrics: OperatorMetrics) -> None:
-        self.reconciler, self.metrics = reconciler, metrics
+    def __init__(self, reconciler: Reconciler, metrics: OperatorMetrics, retry: Backoff = RETRY) -> None:
+        self.reconciler, self.metrics, self.retry = reconciler, metrics, retry
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._queued: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()
+        self._failures: dict[tuple[str, str], int] = {}
+        # Kept so that they are not garbage-collected mid-flight and can be cancelled at shutdown.
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._stopped = False
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         """Held while the object is reconciled; the tuning loop holds it too while it writes status, so
@@ -44,6 +52,7 @@ class Scheduler:
         async with self.lock(namespace, name):
             self._queued.discard(key)
             result = await asyncio.to_thread(self.reconciler.reconcile, namespace, name)
+        self._failures.pop(key, None)
         if result is None:
             self.forget(namespace, name)
         else:
@@ -53,20 +62,49 @@ class Scheduler:
 
     def request(self, namespace: str, name: str) -> None:
         key = (namespace, name)
-        if key in self._queued:
+        if key in self._queued or self._stopped:
             return
         self._queued.add(key)
-        asyncio.get_running_loop().create_task(self._requested(namespace, name))
+        self._keep(asyncio.ensure_future(self._requested(namespace, name)))
+
+    def _keep(self, task: asyncio.Future[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _requested(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
         try:
             await self.reconcile_now(namespace, name)
-        except Exception as exc:  # retried like a Kopf handler would be; the error is counted in metrics
-            log.warning("reconcile of %s/%s failed, retrying in %ss: %s", namespace, name, RETRY_DELAY_S, exc)
-            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self.request, namespace, name)
+        except NotLeader:
+            self._queued.discard(key)  # not ours to do any more: the new leader reconciles it
+        except Exception as exc:  # counted in metrics by the reconciler
+            self._queued.discard(key)
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            if isinstance(exc, KubeError) and not exc.retriable or failures >= self.retry.attempts:
+                self._failures.pop(key, None)
+                log.warning("reconcile of %s/%s failed, not retrying (the next change or resync will): %s",
+                            namespace, name, exc)
+                return
+            pause = self.retry.delay(failures - 1)
+            log.warning("reconcile of %s/%s failed, retry %d in %.1fs: %s", namespace, name, failures, pause, exc)
+            self._keep(asyncio.ensure_future(self._later(pause, namespace, name)))
+
+    async def _later(self, pause: float, namespace: str, name: str) -> None:
+        await asyncio.sleep(pause)
+        self.request(namespace, name)
+
+    async def shutdown(self) -> None:
+        """Drop queued work and cancel what runs (a reconcile thread already in a request finishes that
+        request; the write fence stops its next one)."""
+        self._stopped = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def forget(self, namespace: str, name: str) -> None:
         self._known.discard((namespace, name))
+        self._failures.pop((namespace, name), None)
         self._locks.pop((namespace, name), None)
         self.reconciler.forget(namespace, name)
         self.metrics.managed.labels("SpeculativeDeployment").set(len(self._known))
@@ -82,14 +120,19 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
     def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
-    async def _changed(namespace: str, name: str, **_: Any) -> None:
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
+    async def _changed(namespace: str, name: str, retry: int, **_: Any) -> None:
         try:
             await scheduler.reconcile_now(namespace, name)
+        except NotLeader:
+            # Whatever Kopf did next (record progress, retry) would be a write: wait to be stopped.
+            await asyncio.Event().wait()
         except KubeError as exc:
-            raise kopf.TemporaryError(f"API error: {exc}", delay=RETRY_DELAY_S) from exc
+            if not exc.retriable:
+                raise kopf.PermanentError(f"API error: {exc}") from exc
+            raise kopf.TemporaryError(f"API error: {exc}", delay=RETRY.delay(retry)) from exc
 
     @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL_S, initial_delay=RESYNC_INTERVAL_S,
                 idle=RESYNC_INTERVAL_S / 2, registry=registry)

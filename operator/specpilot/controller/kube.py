@@ -1,29 +1,77 @@
-"""The controller's Kubernetes client: a few verbs over the official client's ApiClient, on plain dicts.
+"""The product's one Kubernetes API client: typed verbs on plain dicts, retries, and the leader fence.
 
-The typed clients turn objects into models and back, which loses fields they do not know (CRs, newer
-fields) and costs time at 200 objects; the controller renders and compares dicts anyway."""
+Every call the operator makes besides Kopf's watches goes through `Kube` (Kopf's own writes go through
+the same fence, see kopf_session.py). Credentials and TLS come from the official client's configuration
+and its urllib3 pool; bodies are serialised here, strictly (`allow_nan=False`: a real API server refuses
+NaN and Infinity, so they are refused before sending, and status is made finite first).
+
+Retries: connection errors, 429 (after its Retry-After) and 5xx, with exponential backoff and full
+jitter, a bounded number of times. Other 4xx (404, 409, 422, ...) are answers, not hiccups: raised at once.
+
+Fencing: a `Kube` made with a fence checks it before every write and sends nothing when it fails, so an
+operator that lost (or never held) the Lease cannot write, even from a reconcile already under way.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import urlencode
-from typing import Any
 
+import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
+
+from specpilot.api.models import API_VERSION, PLURAL
+
+log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "specpilot"
 REQUEST_TIMEOUT_S = 30.0
+# Reconciles run in this many threads at once; each needs its own pooled connection.
+CONCURRENCY = 24
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = status, reason, message
+        self.retry_after_s = retry_after_s
+
+    @property
+    def retriable(self) -> bool:
+        """Status 0 is a connection error; 429 and 5xx may go away; any other answer will not."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
 
 
-# Reconciles run in this many threads at once; each needs its own pooled connection.
-CONCURRENCY = 24
+class NotLeader(Exception):
+    """This operator does not hold the Lease (any more): it must not write."""
+
+
+class Fence(Protocol):
+    def check(self) -> None:
+        """Raise NotLeader unless writes are allowed now."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter (AWS Architecture Blog, "Exponential Backoff And Jitter")."""
+
+    attempts: int = 5
+    base_s: float = 0.2
+    cap_s: float = 10.0
+
+    def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
+        if retry_after_s is not None:
+            return min(retry_after_s, self.cap_s)
+        return random.uniform(0, min(self.cap_s, self.base_s * 2 ** attempt))
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
@@ -46,7 +94,8 @@ def collection_path(api_version: str, plural: str, namespace: str | None) -> str
 
 
 PLURALS = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments", "Event": "events",
-           "Lease": "leases", "PodMonitor": "podmonitors"}
+           "Lease": "leases", "PodMonitor": "podmonitors", "SpeculativeDeployment": PLURAL,
+           "HTTPRoute": "httproutes"}
 
 
 def object_path(obj: dict[str, Any], subresource: str | None = None) -> str:
@@ -55,37 +104,40 @@ def object_path(obj: dict[str, Any], subresource: str | None = None) -> str:
     return f"{path}/{subresource}" if subresource else path
 
 
+def sd_path(namespace: str, name: str) -> str:
+    return collection_path(API_VERSION, PLURAL, namespace) + f"/{name}"
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON null): what status may hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = (headers or {}).get("Retry-After", "")
+    return float(value) if value.strip().isdigit() else None
+
+
 class Kube:
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self.api = api_client
+    def __init__(self, api_client: client.ApiClient, fence: Fence | None = None, backoff: Backoff = Backoff(),
+                 user_agent: str = FIELD_MANAGER) -> None:
+        self.api, self.fence, self.backoff, self.user_agent = api_client, fence, backoff, user_agent
 
-    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-                content_type: str = "application/json", timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
-        url = self.api.configuration.host + path
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
-        try:
-            resp = self.api.rest_client.request(
-                method, url + ("?" + urlencode(query) if query else ""),
-                headers=headers, body=body, _request_timeout=timeout_s)
-        except ApiException as exc:
-            raise self._error(exc.status or 0, exc.body) from exc
-        data = resp.read()
-        if resp.status >= 400:
-            raise self._error(resp.status, data)
-        return json.loads(data) if data else None
+    def fenced(self, fence: Fence) -> "Kube":
+        """The same client, writing only while `fence` allows it."""
+        return Kube(self.api, fence, self.backoff, self.user_agent)
 
-    @staticmethod
-    def _error(status: int, body: Any) -> KubeError:
-        try:
-            payload = json.loads(body)
-            return KubeError(status, payload.get("reason", ""), payload.get("message", ""))
-        except (TypeError, ValueError):
-            return KubeError(status, "", str(body)[:500])
+    # ---- verbs -------------------------------------------------------------------------------
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
-            return self.request("GET", path)
+            return self._call("GET", path)
         except KubeError as exc:
             if exc.status == 404:
                 return None
@@ -94,28 +146,74 @@ class Kube:
     def list(self, api_version: str, plural: str, namespace: str | None,
              label_selector: str | None = None) -> list[dict[str, Any]]:
         query = {"labelSelector": label_selector} if label_selector else None
-        return self.request("GET", collection_path(api_version, plural, namespace), query=query)["items"]
+        return self._call("GET", collection_path(api_version, plural, namespace), query=query)["items"]
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return self._call("POST", collection_path(obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace")),
+                          body=obj)
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT; conditional on the object's resourceVersion when it carries one (409 when it moved)."""
+        return self._call("PUT", object_path(obj), body=obj)
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    def apply(self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
         """Server-side apply, forcing ownership: what the operator renders is the truth for its fields."""
-        return self.request("PATCH", object_path(obj), body=obj, content_type="application/apply-patch+yaml",
-                            query={"fieldManager": FIELD_MANAGER, "force": "true"})
+        return self._call("PATCH", object_path(obj), body=obj, content_type=APPLY_PATCH,
+                          query={"fieldManager": field_manager, "force": "true"})
+
+    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch `/status`; non-finite numbers become null (the one place status is written)."""
+        return self._call("PATCH", f"{path}/status", body={"status": finite(status)}, content_type=MERGE_PATCH)
 
     def delete(self, obj: dict[str, Any]) -> None:
         try:
-            self.request("DELETE", object_path(obj), body={"propagationPolicy": "Background"})
+            self._call("DELETE", object_path(obj), body={"propagationPolicy": "Background"})
         except KubeError as exc:
             if exc.status != 404:
                 raise
 
-    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
-        return self.request("PATCH", f"{path}/status", body={"status": status},
-                            content_type="application/merge-patch+json")
+    # ---- transport ---------------------------------------------------------------------------
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        return self.request("POST", collection_path(obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace")),
-                            body=obj)
+    def _call(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
+              content_type: str = "application/json") -> Any:
+        # Serialised once, strictly: a NaN here is a bug to surface, not to send.
+        data = None if body is None else json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+        for attempt in range(self.backoff.attempts):
+            try:
+                return self._send(method, path, data, query, content_type)
+            except KubeError as exc:
+                if not exc.retriable or attempt + 1 == self.backoff.attempts:
+                    raise
+                pause = self.backoff.delay(attempt, exc.retry_after_s)
+                log.debug("%s %s: %s; retrying in %.2fs", method, path, exc, pause)
+                time.sleep(pause)
+        raise AssertionError("unreachable: the last attempt raises")
 
-    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return self.request("PUT", object_path(obj), body=obj)
+    def _send(self, method: str, path: str, data: bytes | None, query: dict[str, str] | None,
+              content_type: str) -> Any:
+        if method in WRITES and self.fence is not None:
+            self.fence.check()  # before every attempt: a retry must not outlive the leadership either
+        url = self.api.configuration.host + path + ("?" + urlencode(query) if query else "")
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self.user_agent}
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, data)
+        try:
+            resp = self.api.rest_client.pool_manager.request(
+                method, url, body=data, headers=headers, retries=False, preload_content=True,
+                timeout=urllib3.Timeout(total=REQUEST_TIMEOUT_S))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(0, "ConnectionError", str(exc)) from exc
+        if resp.status >= 400:
+            raise self._error(resp.status, resp.data, _retry_after(resp.headers))
+        return json.loads(resp.data) if resp.data else None
+
+    @staticmethod
+    def _error(status: int, body: bytes, retry_after_s: float | None) -> KubeError:
+        try:
+            payload = json.loads(body)
+            return KubeError(status, payload.get("reason", ""), payload.get("message", ""), retry_after_s)
+        except (TypeError, ValueError, AttributeError):
+            return KubeError(status, "", body[:500].decode(errors="replace"), retry_after_s)

@@ -3,18 +3,28 @@
 Why a Lease and not Kopf peering: Kopf peering pauses every operator when two of equal priority see
 each other, so with identical replicas nobody acts; priorities would have to differ per replica, which
 a Deployment cannot express. A Lease gives exactly one holder, hands over when the holder stops
-renewing, and is what `kubectl get lease` and every Kubernetes tool understand."""
+renewing, and is what `kubectl get lease` and every Kubernetes tool understand.
+
+The elector is also the fence for every write (`check`): writes are allowed only until a renewal deadline
+that starts before each successful renewal was sent and ends a fifth of a lease duration (at least half a
+second, for clock skew) before a standby may take over, as client-go's renewDeadline does. The deadline
+runs on the monotonic clock, not on the event loop, so a leader whose loop was blocked finds it passed and
+writes nothing, even from a reconcile thread that was already under way; once lost, the fence never opens
+again. Renewals run on their own thread, never queued behind reconciles."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import urllib3
 
-from specpilot.controller.kube import Kube, KubeError, collection_path
+from specpilot.controller.kube import Backoff, Kube, KubeError, NotLeader, collection_path
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +46,35 @@ class LeaderLost(Exception):
 class LeaseElector:
     def __init__(self, kube: Kube, namespace: str, name: str, identity: str,
                  lease_duration_s: int = 15, renew_every_s: float = 5.0) -> None:
-        self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
+        # One attempt per renewal: the next renewal is the retry, and a late one must not outlive the fence.
+        self.kube = Kube(kube.api, backoff=Backoff(attempts=1), user_agent=kube.user_agent)
+        self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration_s, self.renew_every_s = lease_duration_s, renew_every_s
+        self.renew_deadline_s = lease_duration_s - max(0.5, lease_duration_s / 5)
+        self._thread = ThreadPoolExecutor(1, "lease")
+        self._stop = threading.Event()
+        self._valid_until = 0.0  # time.monotonic() after which this replica may not write
+        self._lost = False
+        self._guard = threading.Lock()
+
+    def holding(self) -> bool:
+        with self._guard:
+            return not self._lost and time.monotonic() < self._valid_until
+
+    def check(self) -> None:
+        """The write fence: raise NotLeader unless this replica holds the Lease now."""
+        if not self.holding():
+            raise NotLeader(f"not the leader of lease {self.namespace}/{self.name}: not writing")
+
+    def _renewed(self, sent_at: float) -> None:
+        with self._guard:
+            if not self._lost:
+                self._valid_until = max(self._valid_until, sent_at + self.renew_deadline_s)
+
+    def lose(self) -> None:
+        """Close the fence for good (the Lease was lost or handed over)."""
+        with self._guard:
+            self._lost = True
 
     @property
     def path(self) -> str:
@@ -45,6 +82,7 @@ class LeaseElector:
 
     def try_acquire(self) -> bool:
         """One attempt to take or renew the Lease; True while this replica holds it."""
+        sent_at = time.monotonic()
         now = datetime.now(timezone.utc)
         lease = self.kube.get(self.path)
         spec: dict[str, Any] = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_duration_s,
@@ -54,6 +92,7 @@ class LeaseElector:
                 spec.update(acquireTime=_micro(now), leaseTransitions=0)
                 self.kube.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                   "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec})
+                self._renewed(sent_at)
                 return True
             cur = lease.get("spec") or {}
             renewed = _parse(cur.get("renewTime")) or datetime.min.replace(tzinfo=timezone.utc)
@@ -67,6 +106,7 @@ class LeaseElector:
                 spec.update(acquireTime=_micro(now), leaseTransitions=cur.get("leaseTransitions", 0) + 1)
             # The resourceVersion makes the write conditional: of two standbys racing, one gets a 409.
             self.kube.replace({**lease, "spec": spec})
+            self._renewed(sent_at)
             return True
         except KubeError as exc:
             if exc.status == 409:
@@ -75,6 +115,7 @@ class LeaseElector:
 
     def release(self) -> None:
         """Give the Lease up at shutdown so a standby takes over without waiting for it to expire."""
+        self.lose()
         lease = self.kube.get(self.path)
         if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
             spec = {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1}
@@ -86,7 +127,7 @@ class LeaseElector:
     async def acquire(self) -> None:
         """Wait until this replica holds the Lease."""
         announced = False
-        while not await asyncio.to_thread(self._attempt):
+        while not await self._off_loop(self._attempt):
             if not announced:
                 log.info("standing by: lease %s/%s is held by another replica", self.namespace, self.name)
                 announced = True
@@ -94,15 +135,25 @@ class LeaseElector:
         log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
 
     async def hold(self) -> None:
-        """Renew until a renewal fails for longer than the lease lasts; then raise LeaderLost."""
-        last_ok = asyncio.get_running_loop().time()
-        while True:
-            await asyncio.sleep(self.renew_every_s)
-            if await asyncio.to_thread(self._attempt):
-                last_ok = asyncio.get_running_loop().time()
-            elif asyncio.get_running_loop().time() - last_ok > self.lease_duration_s or \
-                    await asyncio.to_thread(self._held_by_other):
-                raise LeaderLost(f"lease {self.namespace}/{self.name} lost")
+        """Renew until the renewal deadline passes without a renewal, or another replica holds the Lease;
+        then close the fence and raise LeaderLost. The renewals run on the elector's thread, so a busy
+        event loop does not cost the Lease; a frozen process stops them and its fence closes."""
+        try:
+            await self._off_loop(self._renew_until_lost)
+        finally:
+            self._stop.set()
+        raise LeaderLost(f"lease {self.namespace}/{self.name} lost")
+
+    def _renew_until_lost(self) -> None:
+        while not self._stop.wait(min(self.renew_every_s, max(0.0, self._valid_until - time.monotonic()))):
+            if self.holding() and self._attempt():
+                continue
+            if not self.holding() or self._held_by_other():
+                self.lose()
+                return
+
+    async def _off_loop(self, call: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
 
     def _attempt(self) -> bool:
         try:

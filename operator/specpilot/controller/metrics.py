@@ -31,14 +31,6 @@ class OperatorMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
     def forget(self, namespace: str, name: str) -> None:
-        """Drop the per-object series of a deleted SpeculativeDeployment."""
-        for gauge in (self.invalid, self.ready):
-            try:
-                gauge.remove(namespace, name)
-            except KeyError:
-                pass
-        for track in ("stable", "canary"):
-            try:
-                self.n.remove(namespace, name, track)
-            except KeyError:
-                pass
+        """Drop every per-object series of a deleted SpeculativeDeployment, counters included."""
+        for metric in (self.reconciles, self.errors, self.n, self.invalid, self.ready):
+            metric.remove_by_labels({NS: namespace, DEP: name})

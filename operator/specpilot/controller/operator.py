@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 import kopf
 
 from specpilot.api.validate import DEFAULT_POLICY, Policy
-from specpilot.controller import tuning_loop
+from specpilot.controller import kopf_session, tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
-from specpilot.controller.kube import CONCURRENCY, Kube, load_api_client
+from specpilot.controller.kube import CONCURRENCY, FIELD_MANAGER, Kube, load_api_client
 from specpilot.controller.leader import LeaderLost, LeaseElector
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
+from specpilot.scrape.pods import ScrapeLimits
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class OperatorOptions:
     lease_duration_s: int = 15
     identity: str = ""
     leader_election: bool = True
+    scrape: ScrapeLimits = field(default_factory=ScrapeLimits)
     policy: Policy = DEFAULT_POLICY
 
 
@@ -59,21 +61,6 @@ def _lease_namespace(opts: OperatorOptions, default: str) -> str:
         return os.environ.get("POD_NAMESPACE") or default
 
 
-def _connection(kube: Kube) -> kopf.ConnectionInfo:
-    """Kopf connects with exactly the credentials the kubernetes client loaded: one source of truth."""
-    cfg = kube.api.configuration
-    if cfg.refresh_api_key_hook is not None:
-        cfg.refresh_api_key_hook(cfg)  # in-cluster tokens rotate; Kopf calls this login again on a 401
-    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-    scheme = None
-    if token and " " in token:
-        scheme, token = token.split(" ", 1)
-    return kopf.ConnectionInfo(server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-                               scheme=scheme or ("Bearer" if token else None), token=token,
-                               certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
-                               default_namespace="default")
-
-
 def _configure(settings: kopf.OperatorSettings) -> None:
     settings.peering.standalone = True  # leadership comes from the Lease, see leader.py
     settings.persistence.finalizer = FINALIZER
@@ -89,26 +76,27 @@ def _configure(settings: kopf.OperatorSettings) -> None:
 async def run_operator(opts: OperatorOptions) -> int:
     # Reconciles block on HTTP in threads; the default executor (CPUs + 4) would queue them behind each other.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(CONCURRENCY, "reconcile"))
-    api_client = load_api_client(opts.kubeconfig, opts.context)
-    kube = Kube(api_client)
     identity = opts.identity or _identity()
+    # The Lease itself is written unfenced (that is how leadership is won); everything else is fenced.
+    kube = Kube(load_api_client(opts.kubeconfig, opts.context), user_agent=f"{FIELD_MANAGER}/{identity}")
     metrics = OperatorMetrics()
     metrics.serve(opts.metrics_port, opts.metrics_host)
     metrics.leader.set(0)
     elector = None
     if opts.leader_election:
         elector = LeaseElector(kube, _lease_namespace(opts, "default"), opts.lease_name, identity,
-                               opts.lease_duration_s, max(1.0, opts.lease_duration_s / 3))
+                               opts.lease_duration_s, max(0.5, opts.lease_duration_s / 5))
         await elector.acquire()
+    writer = kube.fenced(elector) if elector else kube
     metrics.leader.set(1)
     registry = kopf.OperatorRegistry()
-    scheduler = Scheduler(Reconciler(kube, metrics, EventRecorder(kube, identity), opts.policy), metrics)
+    scheduler = Scheduler(Reconciler(writer, metrics, EventRecorder(writer, identity), opts.policy), metrics)
     register(registry, scheduler, _configure)
-    tuning_loop.register(registry, scheduler)
+    tuning_loop.register(registry, scheduler, opts.scrape)
 
     @kopf.on.login(registry=registry)
-    def _login(**_: object) -> kopf.ConnectionInfo:
-        return _connection(kube)
+    async def _login(**_: object) -> kopf.AiohttpSession:  # async: the session belongs to the loop
+        return kopf_session.session(kube, elector)
 
     # Created before Kopf starts: Kopf treats every task born after its start as its own and waits for
     # them at shutdown, which would hold the exit for its 5-second grace period.
@@ -127,6 +115,9 @@ async def run_operator(opts: OperatorOptions) -> int:
             log.error("%s; stopping so that only the new leader acts", holder.exception())
             code = 1
     finally:
+        if elector and code:
+            elector.lose()  # already closed by hold(); said again so no path can skip it
+        await scheduler.shutdown()
         operator.cancel()
         if holder:
             holder.cancel()

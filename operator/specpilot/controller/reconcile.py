@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from specpilot import render
-from specpilot.api.models import API_VERSION, PLURAL, SpeculativeDeployment
+from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
 from specpilot.controller import metric_names as m
 from specpilot.controller import status as st
 from specpilot.controller.events import EventRecorder
-from specpilot.controller.kube import Kube, collection_path
+from specpilot.controller.kube import Kube, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 
@@ -53,10 +53,6 @@ def _content(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"labels": meta.get("labels"), "owners": meta.get("ownerReferences"),
             **{k: v for k, v in obj.items() if k not in ("metadata", "status")}}
-
-
-def sd_path(namespace: str, name: str) -> str:
-    return collection_path(API_VERSION, PLURAL, namespace) + f"/{name}"
 
 
 class Reconciler:
@@ -189,8 +185,11 @@ class Reconciler:
                   first: bool, reverting: bool) -> None:
         what = f"{child['kind']} {child['metadata']['name']}"
         if before is None:
-            self.events.normal(obj, "Created" if first else "Restored",
-                               f"created {what}" if first else f"re-created {what}, which was missing")
+            # Missing although nothing asked for a new child (same generation and track plan): restored.
+            # A new canary, or a child a spec change adds, is simply created.
+            restored = reverting and not first
+            self.events.normal(obj, "Restored" if restored else "Created",
+                               f"re-created {what}, which was missing" if restored else f"created {what}")
         elif reverting:
             self.events.normal(obj, "Reverted", f"reverted a change to {what} made outside the spec")
         else:

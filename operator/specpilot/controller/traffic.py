@@ -1,14 +1,22 @@
 """Gateway API traffic routing for canaries (`tuning.canary.trafficRouting: gateway`): the HTTPRoute named
 in `tuning.canary.httpRoute` gets backend weights for the stable and canary track Services (pure part).
 
+Only a route that opted in is touched: it carries the annotation `specpilot.io/speculative-deployment:
+<name>`, or one of its rules already sends traffic to this deployment's Service. The rules as they were
+before specpilot touched them are kept in the annotation `specpilot.io/original-rules`; every weighting
+starts from them, and turning tuning off or deleting the SpeculativeDeployment puts them back.
+
 The weights give the canary the share it would have by replica ratio, canary.replicas / (replicas +
 canary.replicas), so the tuner's cost of a canary is the same in both modes; the canary is weighted only
-once it has a ready pod (a Service without endpoints would turn its share into errors).
+once it has a ready pod (a Service without endpoints would turn its share into errors). Shares are exact:
+in a rule, this deployment's backends keep their combined weight, split between the tracks, and any other
+backend keeps its share of the rule (weights are scaled by 100 to stay integers).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from specpilot.api.models import SpeculativeDeployment
@@ -30,17 +38,68 @@ def canary_weight(sd: SpeculativeDeployment, canary_serving: bool) -> int:
     return round(100 * canary / (canary + max(sd.spec.replicas, 1)))
 
 
+OPT_IN_ANNOTATION = "specpilot.io/speculative-deployment"
+ORIGINAL_ANNOTATION = "specpilot.io/original-rules"
+SCALE = 100  # the tracks split the deployment's share in percent; other backends are scaled to match
+
+
+def _ours(name: str) -> set[str]:
+    return {service_name(name), track_service_name(name, "stable"), track_service_name(name, "canary")}
+
+
+def _annotations(route: dict[str, Any]) -> dict[str, str]:
+    return (route.get("metadata") or {}).get("annotations") or {}
+
+
+def original_rules(route: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rules before specpilot weighted them (the route's own rules when it never did)."""
+    recorded = _annotations(route).get(ORIGINAL_ANNOTATION)
+    if recorded:
+        return json.loads(recorded)
+    return copy.deepcopy((route.get("spec") or {}).get("rules") or [])
+
+
+def opted_in(route: dict[str, Any], name: str) -> bool:
+    """The route names this deployment in its annotation, or routes to one of its Services."""
+    if _annotations(route).get(OPT_IN_ANNOTATION) == name:
+        return True
+    ours = _ours(name)
+    return any(b.get("name") in ours for r in original_rules(route) for b in r.get("backendRefs") or [])
+
+
 def weighted_rules(route: dict[str, Any], name: str, weight: int) -> list[dict[str, Any]]:
-    """The route's rules with this deployment's backends replaced by the weighted track Services.
+    """The route's original rules with this deployment's backends replaced by the weighted track Services.
 
     Rules that point at one of this deployment's Services are rewritten; when none does, every rule is
-    (a route made for this deployment). Other backends in a rule are kept as they are."""
-    ours = {service_name(name), track_service_name(name, "stable"), track_service_name(name, "canary")}
-    rules = copy.deepcopy((route.get("spec") or {}).get("rules") or [{}])
+    (a route annotated for this deployment). Other backends keep their share of each rewritten rule."""
+    ours = _ours(name)
+    rules = original_rules(route) or [{}]
     mine = [r for r in rules if any(b.get("name") in ours for b in r.get("backendRefs") or [])] or rules
-    backends = [{"name": track_service_name(name, "stable"), "port": DEFAULT_PORT, "weight": 100 - weight}]
-    if weight:
-        backends.append({"name": track_service_name(name, "canary"), "port": DEFAULT_PORT, "weight": weight})
     for rule in mine:
-        rule["backendRefs"] = [b for b in rule.get("backendRefs") or [] if b.get("name") not in ours] + backends
+        refs = rule.get("backendRefs") or []
+        others = [b for b in refs if b.get("name") not in ours]
+        # Our backends' combined weight is the deployment's share of the rule (1 when it had none yet).
+        share = sum(int(b.get("weight", 1)) for b in refs if b.get("name") in ours) if len(others) < len(refs) else 1
+        tracks = [(track_service_name(name, "stable"), SCALE - weight), (track_service_name(name, "canary"), weight)]
+        rule["backendRefs"] = [{**b, "weight": int(b.get("weight", 1)) * SCALE} for b in others] + [
+            {"name": svc, "port": DEFAULT_PORT, "weight": share * pct if others else pct}
+            for svc, pct in tracks if pct]
     return rules
+
+
+def route_patch(route: dict[str, Any], name: str, weight: int) -> dict[str, Any] | None:
+    """The merge patch that weights the route (and records its original rules), None when it is so."""
+    rules = weighted_rules(route, name, weight)
+    recorded = ORIGINAL_ANNOTATION in _annotations(route)
+    if recorded and rules == (route.get("spec") or {}).get("rules"):
+        return None
+    annotations = {} if recorded else {ORIGINAL_ANNOTATION: json.dumps(original_rules(route), sort_keys=True)}
+    return {"metadata": {"annotations": annotations}, "spec": {"rules": rules}} if annotations else \
+        {"spec": {"rules": rules}}
+
+
+def restore_patch(route: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that puts the original rules back and drops the record; None when never weighted."""
+    if ORIGINAL_ANNOTATION not in _annotations(route):
+        return None
+    return {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}}, "spec": {"rules": original_rules(route)}}

@@ -19,7 +19,6 @@ import logging
 import time
 from typing import Any
 
-import httpx
 import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
@@ -27,7 +26,8 @@ from specpilot.api.validate import InvalidSpeculativeDeployment, load
 from specpilot.controller import traffic
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
-from specpilot.controller.reconcile import PAUSED_ANNOTATION, sd_path
+from specpilot.controller.kube import NotLeader, sd_path
+from specpilot.controller.reconcile import PAUSED_ANNOTATION
 from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
@@ -51,19 +51,23 @@ def _spec_n(body: kopf.Body) -> Any:
 class TuningLoop:
     """One object's loop. Kube calls are synchronous (the controller's client) and run in threads."""
 
-    def __init__(self, scheduler: Scheduler, metrics: TunerMetrics, client: httpx.AsyncClient,
+    def __init__(self, scheduler: Scheduler, metrics: TunerMetrics, scraper: scrape.Scraper,
                  namespace: str, name: str) -> None:
-        self.scheduler, self.metrics, self.client = scheduler, metrics, client
+        self.scheduler, self.metrics, self.scraper = scheduler, metrics, scraper
         self.kube = scheduler.reconciler.kube
         self.events = scheduler.reconciler.events
         self.namespace, self.name = namespace, name
         self.path = sd_path(namespace, name)
         self.counter = WindowCounter()
+        self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
+        self.warned_routes: set[str] = set()
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         while not stopped:
             try:
                 window_s = await self.tick()
+            except NotLeader:
+                return  # the new leader's loop takes over; nothing more is written from here
             except Exception as exc:  # an API hiccup costs this window, not the loop
                 log.warning("tuning %s/%s: window failed: %s", self.namespace, self.name, exc)
                 self.counter.reset()
@@ -115,7 +119,7 @@ class TuningLoop:
         deployments = [d for d in deployments
                        if any(r.get("uid") == uid for r in d["metadata"].get("ownerReferences") or [])]
         targets = scrape.pod_targets(pods)
-        scrapes = await scrape.scrape_pods(self.client, targets)
+        scrapes = await self.scraper.scrape(targets)
         now = time.time()
         problem = ts.scrape_problem(scrapes)
         if problem:
@@ -152,18 +156,34 @@ class TuningLoop:
             await asyncio.to_thread(poster, obj, decision.reason, decision.message)
 
     async def _route(self, obj: dict[str, Any], route_name: str, weight: int) -> None:
-        """Set the HTTPRoute's backend weights; a missing route is reported, and traffic then splits by
-        replicas behind the deployment's Service."""
+        """Set the HTTPRoute's backend weights if it opted in; a missing or foreign route is reported once,
+        and traffic then splits by replicas behind the deployment's Service."""
         path = traffic.route_path(self.namespace, route_name)
         route = await asyncio.to_thread(self.kube.get, path)
-        if route is None:
-            await asyncio.to_thread(self.events.warning, obj, "HTTPRouteMissing",
-                                    f"HTTPRoute {route_name} not found: canary traffic follows the replica ratio")
+        if route is None or not traffic.opted_in(route, self.name):
+            if route_name not in self.warned_routes:
+                self.warned_routes.add(route_name)
+                why = "not found" if route is None else (
+                    f"does not route to Service {self.name} nor carry the annotation "
+                    f"{traffic.OPT_IN_ANNOTATION}: {self.name}, so it is left alone")
+                await asyncio.to_thread(self.events.warning, obj, "HTTPRouteNotUsable",
+                                        f"HTTPRoute {route_name} {why}: canary traffic follows the replica ratio")
             return
-        rules = traffic.weighted_rules(route, self.name, weight)
-        if rules != (route.get("spec") or {}).get("rules"):
-            await asyncio.to_thread(self.kube.request, "PATCH", path, {"spec": {"rules": rules}}, None,
-                                    "application/merge-patch+json")
+        self.warned_routes.discard(route_name)
+        self.route = route_name
+        patch = traffic.route_patch(route, self.name, weight)
+        if patch is not None:
+            await asyncio.to_thread(self.kube.merge_patch, path, patch)
+
+    async def restore_route(self, route_name: str | None) -> None:
+        """Put back the rules the route had before this deployment weighted it."""
+        if not route_name:
+            return
+        path = traffic.route_path(self.namespace, route_name)
+        route = await asyncio.to_thread(self.kube.get, path)
+        patch = traffic.restore_patch(route) if route is not None else None
+        if patch is not None:
+            await asyncio.to_thread(self.kube.merge_patch, path, patch)
 
     async def _write(self, patch_of: Any) -> None:
         """Patch status from its current value, under the object's reconcile lock (the reconciler writes
@@ -175,14 +195,20 @@ class TuningLoop:
             await asyncio.to_thread(self.kube.patch_status, self.path, patch_of(current.get("status") or {}))
 
     async def stop_tuning(self) -> None:
-        """Tuning was turned off: the tuner drops any canary and resumes by observing when turned on
-        again (the reconciler already runs spec N without a canary)."""
+        """Tuning was turned off or the object is being deleted: the route gets its original rules back,
+        and the tuner drops any canary and resumes by observing when turned on again (the reconciler
+        already runs spec N without a canary)."""
         self.metrics.forget(self.namespace, self.name)
         obj = await asyncio.to_thread(self.kube.get, self.path)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
+        tuning = ((obj or {}).get("spec") or {}).get("tuning") or {}
+        gone = obj is None or bool(obj["metadata"].get("deletionTimestamp"))
+        if gone or not tuning.get("enabled"):  # not on an operator stop: the next leader carries on
+            await self.restore_route(self.route or (tuning.get("canary") or {}).get("httpRoute"))
+        if gone:
+            self.metrics.drop(self.namespace, self.name)
             return
         try:
-            sd = load(obj, self.scheduler.reconciler.policy)
+            sd = load(obj)
         except InvalidSpeculativeDeployment:
             return
         old = (obj.get("status") or {}).get("tuning")
@@ -195,18 +221,22 @@ class TuningLoop:
         state, _ = step(state, sd.spec.tuning, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n}})
-        canary = sd.spec.tuning.canary
-        if canary.traffic_routing == "gateway" and canary.http_route:
-            await self._route(obj, canary.http_route, 0)
 
 
 def _generation(obj: dict[str, Any]) -> int | None:
     return obj["metadata"].get("generation")
 
 
-def register(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
-    """Add the tuning daemon to the operator's registry; its metrics go on the operator's registry."""
+def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
+             limits: scrape.ScrapeLimits = scrape.ScrapeLimits()) -> None:
+    """Add the tuning daemon to the operator's registry; its metrics go on the operator's registry, and
+    every tuned object shares one scraper (one pool, one concurrency bound)."""
     metrics = TunerMetrics(scheduler.metrics.registry)
+    scraper = scrape.Scraper(limits)
+
+    @kopf.on.cleanup(registry=registry)
+    async def _close(**_: Any) -> None:
+        await scraper.close()
 
     # Stopped daemons are asked first (the loop checks `stopped` every POLL_S and then hands the canary
     # back), and cancelled only if a window in flight (a slow scrape) outlasts the backoff.
@@ -214,9 +244,11 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
                  cancellation_backoff=3.0, cancellation_timeout=5.0)
     async def _tuning(stopped: kopf.DaemonStopped, namespace: str, name: str, body: kopf.Body,
                       **_: Any) -> None:
-        async with scrape.client() as client:
-            loop = TuningLoop(scheduler, metrics, client, namespace, name)
+        loop = TuningLoop(scheduler, metrics, scraper, namespace, name)
+        try:
+            await loop.run(stopped, body)
+        finally:
             try:
-                await loop.run(stopped, body)
-            finally:
                 await loop.stop_tuning()
+            except NotLeader:
+                pass  # handing the canary back is the new leader's to do

@@ -67,16 +67,17 @@ class TunerMetrics:
                 self.predicted.labels(ns, name, str(n)).set(value)
 
     def forget(self, ns: str, name: str) -> None:
-        """Tuning is off or the object is gone: its series go (the TunerStalled alert reads `last`)."""
-        self._remove(self.last, ns, name)
-        for track in ("stable", "canary"):
-            self._remove(self.observed, ns, name, track)
-        self._clear_predicted(ns, name)
+        """Tuning is off or the object is gone: its gauges go (the TunerStalled alert reads `last`)."""
+        for gauge in (self.last, self.observed, self.predicted):
+            gauge.remove_by_labels({NS: ns, DEP: name})
+
+    def drop(self, ns: str, name: str) -> None:
+        """The object is deleted: its decision counts go too."""
+        self.forget(ns, name)
+        self.decisions.remove_by_labels({NS: ns, DEP: name})
 
     def _clear_predicted(self, ns: str, name: str) -> None:
-        for labels in [s.labels for metric in self.predicted.collect() for s in metric.samples]:
-            if labels.get(NS) == ns and labels.get(DEP) == name:
-                self._remove(self.predicted, ns, name, labels[m.LABEL_NUM_SPECULATIVE_TOKENS])
+        self.predicted.remove_by_labels({NS: ns, DEP: name})
 
     @staticmethod
     def _remove(gauge: Gauge, *labels: str) -> None:

@@ -1,29 +1,50 @@
 """Scrape serving pods' vLLM /metrics concurrently: one `Snapshot` per pod, or why there is none.
 
-The tuning loop calls this once per window for every Ready pod of both tracks. Each request has a
-timeout and a few retries (a scrape that lands on a busy event loop or a dropped connection is not a
-reason to lose a window); a pod that still fails, or answers with something that is not a Prometheus
-exposition, is reported with the reason so the loop can say why it made no decision.
+The tuning loop calls this once per window for every Ready pod of both tracks. A pod is not trusted:
+each scrape has an overall deadline (retries included, so a pod trickling one line every few seconds
+times out), a byte cap (read as a stream, so a pod sending gigabytes costs at most the cap in memory),
+and is parsed in a worker thread (a large exposition must not stall the event loop that renews the
+Lease). At most `concurrency` pods are scraped at once across the operator. A pod that fails, or
+answers with something that is not a finite Prometheus exposition, is reported with the reason so the
+loop can say why it made no decision; the other pods' scrapes are unaffected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from specpilot_runtime import vllm_metrics
-from specpilot_runtime.vllm_metrics import Snapshot
+from specpilot_runtime.vllm_metrics import NonFiniteSample, Snapshot
 
 from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.render.pod import PORT_NAME
 
-TIMEOUT_S = 5.0
 RETRIES = 2
 RETRY_PAUSE_S = 0.2
+# vLLM's exposition is tens of kB even with many engines; 4 MiB leaves ample room and bounds memory.
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ScrapeLimits:
+    """What one scrape of one pod may cost."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    deadline_s: float = 5.0  # the whole scrape, retries included
+    concurrency: int = 16  # pods scraped at once, across the operator
+
+
+class ScrapeFailed(Exception):
+    """This attempt failed; the message says why (retried while the deadline allows)."""
+
+
+class ScrapeRefused(Exception):
+    """The pod answered, but with something retrying will not fix."""
 
 
 @dataclass(frozen=True)
@@ -75,42 +96,105 @@ def pod_targets(pods: list[dict[str, Any]]) -> list[PodTarget]:
     return sorted(out, key=lambda t: t.name)
 
 
-async def scrape_pod(client: httpx.AsyncClient, target: PodTarget, retries: int = RETRIES) -> PodScrape:
-    """GET the pod's /metrics and parse it; retried on connection errors, timeouts and 5xx."""
+async def _fetch(client: httpx.AsyncClient, url: str, max_bytes: int) -> str:
+    """The body of one GET, refused past `max_bytes` (read as a stream: never more is held)."""
+    async with client.stream("GET", url) as resp:
+        if resp.status_code >= 500:
+            raise ScrapeFailed(f"HTTP {resp.status_code}")
+        if resp.status_code != 200:
+            raise ScrapeRefused(f"HTTP {resp.status_code}")
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise ScrapeRefused(f"exposition of {declared} bytes is larger than the {max_bytes}-byte cap")
+        chunks, size = [], 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ScrapeRefused(f"exposition larger than the {max_bytes}-byte cap")
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _parse(text: str) -> Snapshot:
+    snapshot = vllm_metrics.parse(text, time.time())
+    if "vllm:" not in text:
+        raise ScrapeRefused("no vllm: metrics in the exposition")
+    return snapshot
+
+
+async def _attempts(client: httpx.AsyncClient, target: PodTarget, retries: int, limits: ScrapeLimits) -> Snapshot:
     error = "not scraped"
     for attempt in range(retries + 1):
         if attempt:
             await asyncio.sleep(RETRY_PAUSE_S)
         try:
-            resp = await client.get(target.url)
+            text = await _fetch(client, target.url, limits.max_bytes)
         except httpx.TimeoutException:
-            error = f"timed out after {client.timeout.read}s"
+            error = "timed out"
             continue
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"
             continue
-        if resp.status_code >= 500:
-            error = f"HTTP {resp.status_code}"
+        except ScrapeFailed as exc:
+            error = str(exc)
             continue
-        if resp.status_code != 200:
-            return PodScrape(target, None, f"HTTP {resp.status_code}")
-        # Not an exposition, or not vLLM's: retrying will not make it one.
         try:
-            snapshot = vllm_metrics.parse(resp.text, time.time())
+            # Parsing a few MB takes a while: off the event loop, which also renews the Lease.
+            return await asyncio.to_thread(_parse, text)
+        except NonFiniteSample as exc:
+            raise ScrapeRefused(f"non-finite metric: {exc}") from exc
         except ValueError as exc:
-            return PodScrape(target, None, f"not Prometheus metrics ({exc})")
-        if "vllm:" not in resp.text:
-            return PodScrape(target, None, "no vllm: metrics in the exposition")
-        return PodScrape(target, snapshot)
-    return PodScrape(target, None, error)
+            raise ScrapeRefused(f"not Prometheus metrics ({exc})") from exc
+    raise ScrapeFailed(error)
 
 
-async def scrape_pods(client: httpx.AsyncClient, targets: list[PodTarget], retries: int = RETRIES) -> list[PodScrape]:
-    """Scrape every Ready target at once."""
-    ready = [t for t in targets if t.ready]
-    return list(await asyncio.gather(*(scrape_pod(client, t, retries) for t in ready)))
+async def scrape_pod(client: httpx.AsyncClient, target: PodTarget, retries: int = RETRIES,
+                     limits: ScrapeLimits = ScrapeLimits()) -> PodScrape:
+    """GET the pod's /metrics and parse it, within the limits; retried on connection errors, timeouts
+    and 5xx until the deadline."""
+    try:
+        async with asyncio.timeout(limits.deadline_s):
+            return PodScrape(target, await _attempts(client, target, retries, limits))
+    except TimeoutError:
+        return PodScrape(target, None, f"timed out: no complete answer within {limits.deadline_s}s")
+    except (ScrapeFailed, ScrapeRefused) as exc:
+        return PodScrape(target, None, str(exc))
 
 
-def client(timeout_s: float = TIMEOUT_S) -> httpx.AsyncClient:
-    """The scraper's HTTP client: short timeouts, no proxies from the environment (pod IPs are local)."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), trust_env=False)
+async def scrape_pods(client: httpx.AsyncClient, targets: list[PodTarget], retries: int = RETRIES,
+                      limits: ScrapeLimits = ScrapeLimits(),
+                      slots: asyncio.Semaphore | None = None) -> list[PodScrape]:
+    """Scrape every Ready target, at most `limits.concurrency` at once (or as many as `slots` allows,
+    when the caller shares one across objects)."""
+    slots = slots or asyncio.Semaphore(limits.concurrency)
+
+    async def one(target: PodTarget) -> PodScrape:
+        async with slots:
+            return await scrape_pod(client, target, retries, limits)
+    return list(await asyncio.gather(*(one(t) for t in targets if t.ready)))
+
+
+@dataclass
+class Scraper:
+    """The operator's one scraper: a shared connection pool and concurrency bound for every tuned object."""
+
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    _client: httpx.AsyncClient | None = None
+    _slots: asyncio.Semaphore | None = None
+
+    async def scrape(self, targets: list[PodTarget]) -> list[PodScrape]:
+        if self._client is None or self._slots is None:
+            self._client, self._slots = client(self.limits), asyncio.Semaphore(self.limits.concurrency)
+        return await scrape_pods(self._client, targets, RETRIES, self.limits, self._slots)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def client(limits: ScrapeLimits = ScrapeLimits()) -> httpx.AsyncClient:
+    """The scraper's HTTP client: per-read timeouts inside the overall deadline, no proxies from the
+    environment (pod IPs are local)."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(limits.deadline_s), trust_env=False,
+                             limits=httpx.Limits(max_connections=limits.concurrency))

@@ -1,0 +1,70 @@
+"""The sandbox API server refuses what a real one refuses: bodies in media types it does not read (a
+browser's text/plain form post) and NaN/Infinity in JSON; and, having no credentials, web pages and
+foreign Host names (DNS rebinding)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from specpilot_harness.sandbox.cluster import Sandbox
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}
+CMS = "/api/v1/namespaces/default/configmaps"
+
+
+def _run(test: Any) -> Any:
+    async def run() -> Any:
+        sandbox = Sandbox()
+        url = await sandbox.start(install_crd=False)
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+                return await test(sandbox, http)
+        finally:
+            await sandbox.stop()
+    return asyncio.run(run())
+
+
+def test_web_pages_and_foreign_host_names_are_refused() -> None:
+    async def test(sandbox: Sandbox, http: httpx.AsyncClient) -> None:
+        page = await http.post(CMS, json=CM, headers={"Origin": "https://attacker.example"})
+        assert page.status_code == 403
+        rebound = await http.get(CMS, headers={"Host": "attacker.example:16443"})
+        assert rebound.status_code == 403
+        assert (await http.get(CMS)).status_code == 200
+        assert (await http.get(CMS, headers={"Host": "localhost:1"})).status_code == 200
+    _run(test)
+
+
+def test_only_the_media_types_a_real_api_server_reads_are_accepted() -> None:
+    async def test(sandbox: Sandbox, http: httpx.AsyncClient) -> None:
+        auth: dict[str, str] = {}
+        plain = await http.post(CMS, content=b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"p"}}',
+                                headers={**auth, "Content-Type": "text/plain"})
+        assert plain.status_code == 415 and plain.json()["reason"] == "UnsupportedMediaType"
+        form = await http.post(CMS, content=b"a=b", headers={**auth, "Content-Type": "application/x-www-form-urlencoded"})
+        assert form.status_code == 415
+        assert (await http.post(CMS, json=CM, headers=auth)).status_code == 201
+        patch_as_json = await http.patch(f"{CMS}/c", json={"data": {"a": "c"}}, headers=auth)
+        assert patch_as_json.status_code == 415  # a PATCH must name its format
+        for media in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            ok = await http.patch(f"{CMS}/c", content=b'{"data":{"a":"d"}}', headers={**auth, "Content-Type": media})
+            assert ok.status_code == 200, (media, ok.text)
+        listed = await http.get(CMS, headers=auth)
+        assert [i["metadata"]["name"] for i in listed.json()["items"]] == ["c"]
+    _run(test)
+
+
+def test_non_finite_numbers_are_refused() -> None:
+    async def test(sandbox: Sandbox, http: httpx.AsyncClient) -> None:
+        auth: dict[str, str] = {}
+        await http.post(CMS, json=CM, headers=auth)
+        for body, media in ((b'{"metadata":{"labels":{"x":NaN}}}', "application/merge-patch+json"),
+                            (b'{"metadata":{"labels":{"x":-Infinity}}}', "application/merge-patch+json"),
+                            (b"metadata:\n  labels:\n    x: .nan\n", "application/apply-patch+yaml")):
+            got = await http.patch(f"{CMS}/c", content=body, headers={**auth, "Content-Type": media},
+                                   params={"fieldManager": "t"})
+            assert got.status_code == 400 and got.json()["reason"] == "BadRequest", (body, got.text)
+    _run(test)
