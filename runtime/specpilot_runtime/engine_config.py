@@ -20,6 +20,7 @@ DEFAULT_PORT = 8000
 FLAG_SOURCES: dict[str, str] = {
     "--model": "model", "--served-model-name": "servedModelName", "--tensor-parallel-size": "accelerator.count",
     "-tp": "accelerator.count", "--host": "the pod's network setup", "--port": "the pod's network setup",
+    "--shutdown-timeout": "engine.drainSeconds",
 }
 OWNED_FLAGS: frozenset[str] = frozenset(FLAG_SOURCES) | SPECULATIVE_FLAGS
 
@@ -27,6 +28,12 @@ OWNED_FLAGS: frozenset[str] = frozenset(FLAG_SOURCES) | SPECULATIVE_FLAGS
 CONFIG_FILE_FLAG = "--config"
 # Every flag a user arg may not name, however it is spelled.
 RESERVED_FLAGS: frozenset[str] = OWNED_FLAGS | {CONFIG_FILE_FLAG}
+
+# The longest drain a pod may take (spec.engine.drainSeconds' bound).
+MAX_SHUTDOWN_TIMEOUT_S = 3600
+# What vLLM needs after the drain to stop its engine processes and free the GPU, so the runtime's grace
+# period is the drain plus this.
+TEARDOWN_S = 10
 
 # Turns off every vllm: metric, which tuning reads.
 DISABLE_LOG_STATS = "--disable-log-stats"
@@ -60,9 +67,13 @@ class EngineConfig(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     # Export drafted tokens per position through specpilot's vLLM stat-logger plugin.
     drafted_per_position_metric: bool = True
+    # vLLM's --shutdown-timeout: after SIGTERM, refuse new requests and let those in flight finish for this
+    # many seconds (vLLM's default 0 aborts them). None leaves the flag out (vLLM's default).
+    shutdown_timeout_s: int | None = Field(default=None, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S)
 
     def problems(self) -> list[Problem]:
-        return self.speculative.problems("speculative") + arg_problems(self.args, "args")
+        return (self.speculative.problems("speculative", self.accelerator.count)
+                + arg_problems(self.args, "args"))
 
 
 def option_name(arg: str) -> str | None:

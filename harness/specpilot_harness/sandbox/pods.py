@@ -5,7 +5,11 @@ EndpointSlices of their ready pods.
 
 PodRuntime is the seam for simulated engines: `start` is called once per pod with a PodContext (its IP:
 bind the container ports there; the files its ConfigMap/Secret volumes mount), `ready` is polled every
-probe period and drives the pod's Ready condition, `stop` is called when the pod goes away."""
+probe period and drives the pod's Ready condition, `stop` is called when the pod goes away.
+
+A deleted pod terminates as the kubelet terminates it: it leaves the Service's endpoints at once (not
+Ready, `terminating` in EndpointSlices), the runtime's optional `terminate` runs (preStop, SIGTERM, finish
+what is in flight) within the grace period, then `stop`, and the pod object is removed."""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ from typing import Any, Protocol
 
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.resources import ResourceType
+from specpilot_harness.sandbox.rollout import rolling_sizes
+from specpilot_harness.sandbox.scheduling import Node, place, usage
 from specpilot_harness.sandbox.selectors import selector_from_match
 from specpilot_harness.sandbox.store import Store, now
 
@@ -72,6 +78,10 @@ class PodRuntime(Protocol):
     async def stop(self, ctx: PodContext) -> None:
         """Stop what `start` started; the pod is gone."""
 
+    # Optional, looked up with getattr: `async def terminate(self, ctx) -> None`, a graceful delete: the
+    # containers' preStop hooks (`pre_stop_sleep`), then SIGTERM: stop taking new work and return once what
+    # is in flight has finished. Awaited within the grace period; `stop` follows either way.
+
 
 class NoopRuntime:
     """Runs nothing: every pod is Ready as soon as it has an address."""
@@ -86,6 +96,21 @@ class NoopRuntime:
         return None
 
 
+def pre_stop_sleep(container: dict[str, Any]) -> float:
+    """Seconds a container's preStop hook waits: the `sleep` action, or an exec of `sleep N` (what serving
+    pods use), for runtimes that run no commands. Other hooks count as 0."""
+    hook = ((container.get("lifecycle") or {}).get("preStop")) or {}
+    if "sleep" in hook:
+        return float(hook["sleep"].get("seconds", 0))
+    command = (hook.get("exec") or {}).get("command") or []
+    if len(command) == 2 and command[0] in ("sleep", "/bin/sleep", "/usr/bin/sleep"):
+        try:
+            return max(0.0, float(command[1]))
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
 def template_hash(template: dict[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
     return "".join(c for c in digest if c in "bcdfghjklmnpqrstvwxz2456789")[:10] or digest[:10]
@@ -96,20 +121,36 @@ def _owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
             "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
+def _sizes(rs: dict[str, Any]) -> tuple[int, int]:
+    """A ReplicaSet's (replicas, ready)."""
+    return int(rs["spec"].get("replicas", 0)), int((rs.get("status") or {}).get("readyReplicas", 0))
+
+
 def _is_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+def _slice_conditions(pod: dict[str, Any]) -> dict[str, bool]:
+    """EndpointSlice conditions: a terminating pod is never `ready`, and is `serving` while its readiness
+    holds (the sandbox's kubelet takes readiness away as termination starts)."""
+    terminating = bool(pod["metadata"].get("deletionTimestamp"))
+    return {"ready": _is_ready(pod) and not terminating, "serving": _is_ready(pod), "terminating": terminating}
+
+
 class PodRunner:
-    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0,
+                 nodes: list[Node] | None = None) -> None:
         self.store = store
+        # Nodes with allocatable GPUs, enforced when pods are bound; None: one node that fits every pod.
+        self.nodes = nodes
         self.runtime: PodRuntime = runtime or NoopRuntime()
         self.probe_period_s = probe_period_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pods: dict[str, asyncio.Task[None]] = {}   # pod uid -> its lifecycle task
         self._ctx: dict[str, PodContext] = {}            # pod uid -> what its runtime was started with
+        self._terminating: dict[str, asyncio.Task[None]] = {}  # pod uid -> its graceful termination
         # deployment uid -> (last rollout progress seen, loop time it was first seen)
         self._progress: dict[str, tuple[tuple[str, int, int, int], float]] = {}
         # Start at a random address: sandboxes running side by side (parallel test runs) would otherwise
@@ -128,23 +169,31 @@ class PodRunner:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.store.graceful_pods = True
         self._register_node()
         self.store.listeners.append(self._on_change)
         self._task = asyncio.get_running_loop().create_task(self._loop())
         self._wake.set()
 
     def _register_node(self) -> None:
-        """The one node every pod runs on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        """The nodes pods run on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        for spec in self.nodes or [Node(NODE_NAME)]:
+            self._register(spec)
+
+    def _register(self, spec: Node) -> None:
         node_type = self.store.registry.lookup("", "v1", "nodes")
         assert node_type is not None
-        node = self.store.create(node_type, None, {"metadata": {"name": NODE_NAME, "labels": {
-            "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}}})
+        node = self.store.create(node_type, None, {"metadata": {"name": spec.name, "labels": {
+            "kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux"}}})
         stamp = now()
-        self.store.replace(node_type, None, NODE_NAME, {**node, "status": {
+        resources = {"capacity": {k: str(v) for k, v in spec.allocatable.items()},
+                     "allocatable": {k: str(v) for k, v in spec.allocatable.items()}} if spec.allocatable else {}
+        self.store.replace(node_type, None, spec.name, {**node, "status": {
+            **resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "sandbox pod runner is ready", "lastHeartbeatTime": stamp,
                             "lastTransitionTime": stamp}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": spec.name}],
             "nodeInfo": {"kubeletVersion": "v1.32.0-specpilot-sandbox", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "specpilot-sandbox://1"}}},
             subresource="status")
@@ -152,7 +201,7 @@ class PodRunner:
     async def stop(self) -> None:
         if self._on_change in self.store.listeners:
             self.store.listeners.remove(self._on_change)
-        tasks = [t for t in [self._task, *self._pods.values()] if t is not None]
+        tasks = [t for t in [self._task, *self._pods.values(), *self._terminating.values()] if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -163,13 +212,16 @@ class PodRunner:
     def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
         if rtype.kind not in WATCHED_KINDS or rtype.group not in ("", "apps"):
             return
+        uid = obj["metadata"]["uid"]
         if rtype.kind == "Pod" and event_type == "DELETED":
-            task = self._pods.pop(obj["metadata"]["uid"], None)
-            if task is not None:
-                task.cancel()
-            ctx = self._ctx.pop(obj["metadata"]["uid"], None)
+            for task in (self._pods.pop(uid, None), self._terminating.pop(uid, None)):
+                if task is not None:
+                    task.cancel()
+            ctx = self._ctx.pop(uid, None)
             if ctx is not None:
                 asyncio.get_running_loop().create_task(self.runtime.stop(ctx))
+        elif rtype.kind == "Pod" and obj["metadata"].get("deletionTimestamp") and uid not in self._terminating:
+            self._terminating[uid] = asyncio.get_running_loop().create_task(self._terminate(uid))
         self._wake.set()
 
     async def _loop(self) -> None:
@@ -197,9 +249,11 @@ class PodRunner:
         for rs in self.store.all_objects(self._type("rs")):
             if not rs["metadata"].get("deletionTimestamp"):
                 self._sync_replicaset(rs)
-        for pod in self.store.all_objects(self._type("pod")):
+        pods = self.store.all_objects(self._type("pod"))
+        used = usage(pods)
+        for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
             uid = pod["metadata"]["uid"]
-            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp"):
+            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp") and self._bind(pod, used):
                 self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
         self._sync_endpoints()
 
@@ -248,20 +302,41 @@ class PodRunner:
                              "annotations": {REVISION: str(max(revisions, default=0) + 1)},
                              "ownerReferences": [_owner_ref(deploy)]},
                 "spec": {"replicas": 0, "selector": selector, "template": template}})
-        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
         old_pods = sum((rs.get("status") or {}).get("replicas", 0) for rs in olds)
-        recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
-        # Rolling update: the new ReplicaSet goes to full size at once (surge), old ones shrink as new pods
-        # become Ready, so serving capacity never drops below the desired count.
-        new_size = 0 if recreate and old_pods else desired
+        strategy = spec.get("strategy") or {}
+        olds = sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"])
+        if strategy.get("type") == "Recreate":
+            new_size, old_sizes = (0 if old_pods else desired), [0] * len(olds)
+        else:
+            new_size, old_sizes = rolling_sizes(desired, strategy, _sizes(new), [_sizes(rs) for rs in olds])
         self._scale(new, new_size)
-        for rs in sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"]):
-            self._scale(rs, 0 if recreate else max(0, min(rs["spec"].get("replicas", 0), desired - new_ready)))
+        for rs, size in zip(olds, old_sizes):
+            self._scale(rs, size)
         for rs in olds[: max(0, len(olds) - int(spec.get("revisionHistoryLimit", 10)))]:
             if rs["spec"].get("replicas", 0) == 0 and not rs.get("status", {}).get("replicas"):
                 self.store.delete(rs_type, ns, rs["metadata"]["name"])
         new = self.store.get(rs_type, ns, new["metadata"]["name"])
         self._deployment_status(deploy, new, olds, desired)
+
+    def _bind(self, pod: dict[str, Any], used: dict[str, Any]) -> bool:
+        """Bind an unbound pod to a node with room for its GPUs, as kube-scheduler would; a pod that fits
+        nowhere stays Pending, PodScheduled=False/Unschedulable with the scheduler's message, and is
+        tried again on every pass (a deleted pod frees its node's GPUs)."""
+        if self.nodes is None or (pod.get("spec") or {}).get("nodeName"):
+            return True
+        node, why = place(pod, self.nodes, used)
+        meta = pod["metadata"]
+        if node is not None:
+            self.store.patch(self._type("pod"), meta["namespace"], meta["name"], "application/merge-patch+json",
+                             {"spec": {"nodeName": node}})
+            return True
+        old = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), {})
+        stamp = old.get("lastTransitionTime") if old.get("status") == "False" else now()
+        status = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why,
+            "lastTransitionTime": stamp}]}
+        self._write_status("pod", pod, status)
+        return False
 
     def _scale(self, rs: dict[str, Any], replicas: int) -> None:
         if rs["spec"].get("replicas") != replicas:
@@ -297,6 +372,9 @@ class PodRunner:
                      else "Deployment does not have minimum availability."),
                 self._progressing(deploy, cond, complete, (name, updated, ready, total))],
         }
+        failed = next((c for st in rs_status for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
+        if failed:
+            status["conditions"].append(cond("ReplicaFailure", "True", failed["reason"], failed["message"]))
         if total - ready > 0:
             status["unavailableReplicas"] = total - ready
         for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
@@ -334,13 +412,22 @@ class PodRunner:
         pods = [p for p in self._children("pod", rs) if not p["metadata"].get("deletionTimestamp")]
         pod_type = self._type("pod")
         template = rs["spec"].get("template") or {}
+        failure = None
         for _ in range(desired - len(pods)):
-            pods.append(self.store.create(pod_type, ns, {
-                "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
-                             "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
-                             "ownerReferences": [_owner_ref(rs)]},
-                "spec": copy.deepcopy(template.get("spec") or {})}))
+            try:
+                pods.append(self.store.create(pod_type, ns, {
+                    "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
+                                 "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                                 "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                                 "ownerReferences": [_owner_ref(rs)]},
+                    "spec": copy.deepcopy(template.get("spec") or {})}))
+            except ApiError as exc:
+                if exc.code != 403:
+                    raise
+                # Admission (PodSecurity) refused it: the ReplicaSet controller reports FailedCreate.
+                failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                           "message": exc.message}
+                break
         if len(pods) > desired:
             # Scale down the pods that serve least: not ready first, then the youngest.
             victims = sorted(pods, key=lambda p: (_is_ready(p), p["metadata"]["creationTimestamp"],
@@ -350,7 +437,8 @@ class PodRunner:
                 pods.remove(pod)
         ready = sum(1 for p in pods if _is_ready(p))
         status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
-                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1),
+                  "conditions": [failure] if failure else []}
         self._write_status("rs", rs, {k: v for k, v in status.items() if v or k == "replicas"})
 
     # ---- pods ------------------------------------------------------------------------------------
@@ -418,6 +506,36 @@ class PodRunner:
                 self._pod_status(uid, ip, "Running", ready)
             await asyncio.sleep(self.probe_period_s)
 
+    async def _terminate(self, uid: str) -> None:
+        """The kubelet's part of a graceful delete: not Ready, preStop, SIGTERM, then SIGKILL at the grace
+        period's end at the latest, and the pod object removed."""
+        pod = self.store.by_uid(uid)
+        if pod is None:
+            return
+        probe = self._pods.pop(uid, None)
+        if probe is not None:
+            probe.cancel()
+        ctx = self._ctx.get(uid)
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        terminate = getattr(self.runtime, "terminate", None)
+        try:
+            if ctx is not None:
+                self._pod_status(uid, ctx.ip, "Running", False)
+                if terminate is not None:
+                    await asyncio.wait_for(terminate(ctx), grace)
+        except TimeoutError:
+            log.info("pod %s did not stop within its %g s grace period: killed", pod["metadata"]["name"], grace)
+        finally:
+            ctx = self._ctx.pop(uid, None)
+            if ctx is not None:
+                await self.runtime.stop(ctx)
+        try:
+            self.store.delete(self._type("pod"), pod["metadata"]["namespace"], pod["metadata"]["name"],
+                              grace_period=0)
+        except ApiError:
+            pass  # already gone
+        self._terminating.pop(uid, None)
+
     def _owners(self, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
         """`obj`'s chain of controller owners, as the API server holds them (a cycle ends the chain)."""
         chain: list[dict[str, Any]] = []
@@ -460,7 +578,7 @@ class PodRunner:
         svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for p in self.store.all_objects(self._type("pod")):
-            if not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("podIP"):
+            if (p.get("status") or {}).get("podIP"):
                 for k, v in (p["metadata"].get("labels") or {}).items():
                     by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
         live = set()
@@ -505,6 +623,8 @@ class PodRunner:
 
     def _endpoints(self, svc: dict[str, Any], members: list[dict[str, Any]],
                    ports: list[dict[str, Any]]) -> dict[str, Any]:
+        # Terminating pods leave Endpoints at once; EndpointSlices keep them, marked terminating.
+        members = [p for p in members if not p["metadata"].get("deletionTimestamp")]
         ready = [self._address(p) for p in members if _is_ready(p)]
         not_ready = [self._address(p) for p in members if not _is_ready(p)]
         subset: dict[str, Any] = {"ports": ports}
@@ -524,8 +644,8 @@ class PodRunner:
                              "ownerReferences": [_owner_ref(svc)]},
                 "addressType": "IPv4", "ports": ports,
                 "endpoints": [{"addresses": [p["status"]["podIP"]], "nodeName": NODE_NAME,
-                               "conditions": {"ready": _is_ready(p), "serving": _is_ready(p), "terminating": False},
-                               "targetRef": self._address(p)["targetRef"]} for p in members]}
+                               "conditions": _slice_conditions(p), "targetRef": self._address(p)["targetRef"]}
+                              for p in members]}
 
     def _put(self, rtype: ResourceType, ns: str, name: str, desired: dict[str, Any]) -> None:
         try:

@@ -9,10 +9,10 @@ import copy
 import re
 import uuid
 from collections import deque
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
-from specpilot_harness.sandbox import errors
+from specpilot_harness.sandbox import errors, pod_security
 from specpilot_harness.sandbox.defaults import apply_defaults
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.patch import PatchError, apply_config, json_patch, merge_patch, strategic_merge
@@ -35,8 +35,8 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 FOREGROUND = "foregroundDeletion"
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(after_s: float = 0.0) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=after_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _suffix() -> str:
@@ -84,6 +84,9 @@ class Store:
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
         self._applied: dict[tuple[Key, ObjKey, str], dict[str, Any]] = {}
         self.listeners: list[Listener] = []
+        # Deleted pods terminate gracefully (deletionTimestamp, grace period) and the pod runner removes them
+        # once stopped; without a pod runner nothing would, so they go at once.
+        self.graceful_pods = False
         ns_type = self._type("", "namespaces")
         for name in SYSTEM_NAMESPACES:
             self.create(ns_type, None, {"metadata": {"name": name}})
@@ -234,6 +237,8 @@ class Store:
         if rtype.crd is None:
             apply_defaults(rtype.kind, obj)
         obj = self._admit(rtype, obj, None)
+        if rtype.kind == "Pod" and not rtype.group:
+            pod_security.admit_pod(self.objects.get(("", "namespaces"), {}).get(("", namespace or "")), obj)
         meta = obj["metadata"]
         self._on_create(rtype, obj)
         if dry_run:
@@ -295,7 +300,7 @@ class Store:
             return new
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._terminating(rtype, new):
             return self._remove(rtype, new)
         self._bucket(rtype)[self._okey(rtype, namespace, name)] = new
         self._emit(rtype, "MODIFIED", new)
@@ -354,7 +359,8 @@ class Store:
         return obj
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str, *, propagation: str | None = None,
-               preconditions: dict[str, str] | None = None, dry_run: bool = False) -> dict[str, Any]:
+               preconditions: dict[str, str] | None = None, dry_run: bool = False,
+               grace_period: int | None = None) -> dict[str, Any]:
         old = self.get(rtype, namespace, name)
         for field, value in (preconditions or {}).items():
             if value and old["metadata"].get(field) != value:
@@ -362,6 +368,11 @@ class Store:
                                                    f"{field} in object meta: {old['metadata'].get(field)}")
         if dry_run:
             return old
+        grace = self._pod_grace(rtype, old, grace_period)
+        if grace:
+            return self._start_termination(rtype, old, grace)
+        if self._terminating(rtype, old):  # the kubelet's final delete, or a forced one
+            old = self._start_termination(rtype, old, 0)
         finalizers = list(old["metadata"].get("finalizers") or [])
         if propagation == "Foreground" and FOREGROUND not in finalizers and self._dependents(old):
             finalizers.append(FOREGROUND)
@@ -384,6 +395,38 @@ class Store:
         self._bucket(rtype)[self._okey(rtype, namespace, name)] = new
         self._emit(rtype, "MODIFIED", new)
         self._collect(rtype, new)
+        return new
+
+    def _pod_grace(self, rtype: ResourceType, pod: dict[str, Any], grace_period: int | None) -> int:
+        """Seconds a deleted pod gets to terminate (0: removed at once). As the real server: the delete's
+        gracePeriodSeconds, else the pod's terminationGracePeriodSeconds; a pod not yet on a node or already
+        finished goes at once; a second delete may shorten the grace, never lengthen it."""
+        if rtype.kind != "Pod" or not self.graceful_pods:
+            return 0
+        spec, meta = pod.get("spec") or {}, pod["metadata"]
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = int(spec.get("terminationGracePeriodSeconds", 30) if grace_period is None or grace_period < 0
+                    else grace_period)
+        if meta.get("deletionTimestamp"):
+            return min(grace, int(meta.get("deletionGracePeriodSeconds") or 0))
+        return max(grace, 0)
+
+    def _terminating(self, rtype: ResourceType, obj: dict[str, Any]) -> bool:
+        """A pod in its grace period: the kubelet (the pod runner) removes it once its containers stopped."""
+        return rtype.kind == "Pod" and self.graceful_pods and bool(obj["metadata"].get("deletionGracePeriodSeconds"))
+
+    def _start_termination(self, rtype: ResourceType, old: dict[str, Any], grace: int) -> dict[str, Any]:
+        meta = old["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == grace:
+            return old
+        new = copy.deepcopy(old)
+        new["metadata"]["deletionTimestamp"] = now(grace)
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        self.rv += 1
+        new["metadata"]["resourceVersion"] = str(self.rv)
+        self._bucket(rtype)[self._okey(rtype, meta.get("namespace"), meta["name"])] = new
+        self._emit(rtype, "MODIFIED", new)
         return new
 
     def _remove(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The serving pod template, per accelerator vendor.
 
 AMD pods follow AMD's vLLM guidance (docs/references.md §2): the amd.com/gpu resource (the device plugin adds
-/dev/kfd and /dev/dri), a memory-backed /dev/shm, seccomp Unconfined with SYS_PTRACE, the video group
-and ROCm's kernel switch. NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
+/dev/kfd and /dev/dri; accelerator.resourceName overrides it), a memory-backed /dev/shm, the video group,
+ROCm's kernel switch and, with the recommended security profile, seccomp Unconfined with SYS_PTRACE
+(security.py). NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
 reads engine.json and supervises `vllm serve`; vLLM's API and /metrics share the `http` port.
 """
 
@@ -10,29 +11,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from specpilot_runtime.engine_config import DEFAULT_PORT
+from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
 
-from ..api.models import GPU_RESOURCES, SpeculativeDeployment
+from ..api.models import SpeculativeDeployment, gpu_resource
 from .images import image_for
 from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
                     config_map_name, pod_labels)
+from .security import security_contexts
 
 CONTAINER = "vllm"
 PORT_NAME = "http"
 SHM_SIZE = "8Gi"
-VIDEO_GID = 44
 COMMAND = ["specpilot-runtime", "serve", "--config", ENGINE_CONFIG_PATH]
 
 # vLLM's port opens only once the weights are loaded: allow 30 minutes (180 x 10 s) for large models.
 STARTUP_PERIOD_S = 10
 STARTUP_FAILURES = 180
-# Time for in-flight requests to finish after SIGTERM (the runtime drains before stopping vLLM).
-TERMINATION_GRACE_S = 120
+# Endpoints (kube-proxy, ingress controllers, gateways) take a few seconds to drop a terminating pod; the
+# preStop sleep keeps vLLM serving until they have, so no new request reaches a pod that stopped accepting.
+PRESTOP_S = 5
+# Slack between the runtime's own deadline and the kubelet's SIGKILL, so the runtime's kill is the one logged.
+KUBELET_SLACK_S = 5
 
 VENDOR_ENV: dict[str, dict[str, str]] = {
     "amd": {"VLLM_ROCM_USE_AITER": "1"},  # AMD's tuned kernels; off by default in vLLM
     "nvidia": {},
 }
+
+
+def termination_grace_s(drain_s: int) -> int:
+    """The pod's terminationGracePeriodSeconds: preStop, then vLLM's drain (--shutdown-timeout) and its
+    teardown (the runtime's grace period after SIGTERM), then slack before the kubelet's SIGKILL."""
+    return PRESTOP_S + drain_s + TEARDOWN_S + KUBELET_SLACK_S
 
 
 def _probe(period: int, failures: int) -> dict[str, Any]:
@@ -45,7 +55,7 @@ def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
     resources: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v
                                  for k, v in sd.spec.engine.resources.items()}
     limits = resources.setdefault("limits", {})
-    limits[GPU_RESOURCES[sd.spec.accelerator.vendor]] = sd.spec.accelerator.count
+    limits[gpu_resource(sd.spec.accelerator)] = sd.spec.accelerator.count
     return resources
 
 
@@ -97,19 +107,23 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "volumeMounts": mounts,
         "startupProbe": _probe(STARTUP_PERIOD_S, STARTUP_FAILURES),
         "readinessProbe": _probe(5, 3),
+        # An argv, no shell: `sleep` is in every vLLM image (Ubuntu based).
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_S)]}}},
     }
     pod: dict[str, Any] = {
         # A Service named like a vLLM setting (say `vllm`) would inject VLLM_PORT=tcp://... and break vLLM.
         "enableServiceLinks": False,
         # The runtime never talks to the Kubernetes API.
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "terminationGracePeriodSeconds": termination_grace_s(sd.spec.engine.drain_seconds),
         "containers": [container],
         "volumes": volumes,
     }
-    if vendor == "amd":
-        container["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
-        pod["securityContext"] = {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [VIDEO_GID]}
+    pod_security, container_security = security_contexts(vendor, sd.spec.accelerator.security_profile)
+    if container_security:
+        container["securityContext"] = container_security
+    if pod_security:
+        pod["securityContext"] = pod_security
     if sd.spec.engine.node_selector:
         pod["nodeSelector"] = dict(sd.spec.engine.node_selector)
     if sd.spec.engine.tolerations:
