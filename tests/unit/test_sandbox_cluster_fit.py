@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from specpilot.api.validate import load
-from specpilot.render import render_track
+from specpilot.controller.traffic import canary_weight
+from specpilot.render import render, render_track
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.pod_security import admit_pod
 from specpilot_harness.sandbox.rollout import rolling_sizes
@@ -93,3 +94,30 @@ def test_surge_starts_a_new_pod_first_and_keeps_every_old_one_until_it_is_ready(
     assert rolling_sizes(1, SURGE, (1, 0), [(1, 1)]) == (1, [1])
     assert rolling_sizes(1, SURGE, (1, 1), [(1, 1)]) == (1, [0])
     assert rolling_sizes(4, {}, (0, 0), [(4, 4)]) == (1, [3])  # Kubernetes' default 25% / 25%
+
+
+def tuned_sd(mode: str, replicas: int = 3) -> Any:
+    return load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+                 "metadata": {"name": "qwen", "namespace": "llm"},
+                 "spec": {"model": "Qwen/Qwen3-8B", "replicas": replicas,
+                          "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
+                          "tuning": {"enabled": True, "canary": {"mode": mode}}}})
+
+
+def deployments(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["labels"]["specpilot.io/track"]: o["spec"] for o in objects if o["kind"] == "Deployment"}
+
+
+def test_replace_mode_gives_the_canary_a_stable_replica_and_rolls_without_surge() -> None:
+    running = deployments(render(tuned_sd("replace"), canary_n=5))
+    assert (running["stable"]["replicas"], running["canary"]["replicas"]) == (2, 1)  # 3 GPUs, as without a canary
+    assert running["stable"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert deployments(render(tuned_sd("replace")))["stable"]["replicas"] == 3
+    assert canary_weight(tuned_sd("replace"), True) == 33  # traffic follows the replicas: 1 of 3 pods
+
+
+def test_surge_mode_adds_the_canary_on_top() -> None:
+    running = deployments(render(tuned_sd("surge"), canary_n=5))
+    assert (running["stable"]["replicas"], running["canary"]["replicas"]) == (3, 1)
+    assert running["stable"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert canary_weight(tuned_sd("surge"), True) == 25
