@@ -66,6 +66,8 @@ def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:
     if spec is not None:
         # Compact JSON: the value is one argv element; vLLM parses it with json.loads.
         out += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    if cfg.shutdown_timeout_s is not None:
+        out += ["--shutdown-timeout", str(cfg.shutdown_timeout_s)]
     return out + list(cfg.args)
 
 

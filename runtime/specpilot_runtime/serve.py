@@ -25,13 +25,13 @@ from pydantic import ValidationError
 
 from . import engine
 from .checkpoint import check_checkpoints
-from .engine_config import EngineConfig
+from .engine_config import TEARDOWN_S, EngineConfig
 from .speculative import Problem
 
 log = logging.getLogger("specpilot.runtime")
 
-# Below Kubernetes' default terminationGracePeriodSeconds (30), so vLLM is killed by us, with a log line,
-# rather than by the kubelet.
+# Without a drain budget in engine.json: below Kubernetes' default terminationGracePeriodSeconds (30), so
+# vLLM is killed by us, with a log line, rather than by the kubelet.
 DEFAULT_GRACE_S = 25.0
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 127
@@ -43,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True, type=Path, help="path of engine.json (an EngineConfig)")
     p.add_argument("--dry-run", action="store_true", help="print the argv and env as JSON and exit")
-    p.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_S, metavar="SECONDS",
-                   help=f"how long vLLM may drain after SIGTERM/SIGINT before it is killed "
-                        f"(default {DEFAULT_GRACE_S:g})")
+    p.add_argument("--grace-period", type=float, metavar="SECONDS",
+                   help=f"how long vLLM may drain after SIGTERM/SIGINT before it is killed (default: the "
+                        f"config's shutdown_timeout_s + {TEARDOWN_S} s of teardown, or {DEFAULT_GRACE_S:g} "
+                        f"without one)")
     p.set_defaults(func=run)
 
 
@@ -65,6 +66,15 @@ def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
     if not problems:  # the checkpoint rules assume a config that is valid on its own
         problems = check_checkpoints(cfg.model, cfg.speculative)
     return cfg, problems
+
+
+def grace_period(cfg: EngineConfig, override: float | None) -> float:
+    """How long vLLM may take after the first signal: its own drain (--shutdown-timeout) plus teardown."""
+    if override is not None:
+        return override
+    if cfg.shutdown_timeout_s is not None:
+        return float(cfg.shutdown_timeout_s + TEARDOWN_S)
+    return DEFAULT_GRACE_S
 
 
 def vllm_executable() -> str:
@@ -128,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("starting vLLM after %.0f ms of checks: %s %s", (time.monotonic() - started) * 1000,
              overrides, shlex.join(plan.argv))
     try:
-        return supervise(plan.argv, {**os.environ, **plan.env}, args.grace_period)
+        return supervise(plan.argv, {**os.environ, **plan.env}, grace_period(cfg, args.grace_period))
     except FileNotFoundError:
         print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
         return EXIT_NOT_FOUND

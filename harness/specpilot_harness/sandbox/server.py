@@ -249,9 +249,11 @@ class ApiServer:
         if method == "DELETE":
             body = await self._body(request)
             pre = body.get("preconditions") or {}
+            grace = body.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
             obj = store.delete(rtype, namespace, name,
                                propagation=body.get("propagationPolicy") or q.get("propagationPolicy"),
-                               preconditions=pre, dry_run=dry_run or bool(body.get("dryRun")))
+                               preconditions=pre, dry_run=dry_run or bool(body.get("dryRun")),
+                               grace_period=None if grace is None else int(grace))
             return _json(obj)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
 

@@ -4,8 +4,9 @@ Each pod runs what the operator rendered for it: N, method, served model name an
 mounted `engine.json`; the workload (acceptance curve, step times) is the profile named by the
 `specpilot.io/sim-profile` annotation of the SpeculativeDeployment that owns the pod (found through
 ownerReferences, so both tracks serve it and the operator never sees it); `specpilot.io/sim-time-scale`
-there makes the engine's clock run faster than wall time. The engine binds the pod's 127.x address, readiness is its `/health`, and deleting the pod
-stops it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
+there makes the engine's clock run faster than wall time. The engine binds the pod's 127.x address,
+readiness is its `/health`, and deleting the pod drains it as vLLM's --shutdown-timeout does, then stops
+it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
 
 A pod without the profile annotation serves nothing and is Ready at once, as with the no-op runtime, so
 the same sandbox runs plain deployments too. A pod whose profile cannot be found or cannot run its N fails
@@ -14,6 +15,7 @@ to start (phase Failed, the simulator's error as the message) and never becomes 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from specpilot_harness.sim.profile import BUNDLED_PROFILES, Profile, ProfileErro
 from specpilot_harness.sim import server as sim_server
 
 from specpilot.render.names import ENGINE_CONFIG_PATH
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pods import PodContext, pre_stop_sleep
 
 # The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the runtime's bundled examples.
 ARTICLE_PROFILES = Path(__file__).resolve().parents[1] / "bench" / "profiles" / "article.json"
@@ -82,6 +84,15 @@ class SimEngineRuntime:
             return (await self._client.get(f"{server.url}/health")).status_code == 200
         except httpx.HTTPError:
             return False
+
+    async def terminate(self, ctx: PodContext) -> None:
+        """preStop (serving pods sleep while endpoints drop them), then SIGTERM: the engine drains as vLLM
+        does with the pod's --shutdown-timeout (engine.json)."""
+        for container in (ctx.pod.get("spec") or {}).get("containers") or []:
+            await asyncio.sleep(pre_stop_sleep(container))
+        server = self._servers.get(ctx.pod["metadata"]["uid"])
+        if server is not None:
+            await server.shutdown()
 
     async def stop(self, ctx: PodContext) -> None:
         server = self._servers.pop(ctx.pod["metadata"]["uid"], None)

@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--drafted-per-position-metric", action=argparse.BooleanOptionalAction, default=True,
                    help="export specpilot's plugin counter of drafted tokens per position (default: on, "
                         "as EngineConfig.drafted_per_position_metric)")
+    p.add_argument("--shutdown-timeout", type=float, default=0.0, metavar="SECONDS",
+                   help="on SIGTERM/SIGINT refuse new requests and let those in flight finish for this long "
+                        "(vLLM's flag; default 0: abort them)")
     p.set_defaults(func=run)
 
 
@@ -54,6 +57,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
                          f"use method off exactly when N is 0")
     if args.time_scale <= 0:
         raise ValueError("--time-scale must be positive")
+    if args.shutdown_timeout < 0:
+        raise ValueError("--shutdown-timeout must be >= 0")
     if args.max_num_seqs < 1 or args.max_model_len < 2:
         raise ValueError("--max-num-seqs must be >= 1 and --max-model-len >= 2")
     profile.survival_at(n)  # N within the profile's 0..max_n
@@ -65,6 +70,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         host=args.host, port=args.port, time_scale=args.time_scale, seed=args.seed,
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
         drafted_per_position_metric=args.drafted_per_position_metric,
+        shutdown_timeout_s=args.shutdown_timeout,
     )
 
 
@@ -75,7 +81,9 @@ async def serve(config: SimConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     from .server import SimServer
 
-    async with SimServer(config) as sim:
+    sim = SimServer(config)
+    await sim.start()
+    try:
         if config.method != config.profile.method and config.num_speculative_tokens:
             print(f"warning: profile {config.profile.name!r} was measured for {config.profile.method}, "
                   f"serving it as {config.method}", file=sys.stderr)
@@ -83,6 +91,9 @@ async def serve(config: SimConfig) -> None:
               f"method {config.method}, N={config.num_speculative_tokens}, time x{config.time_scale:g}, "
               f"listening on {sim.url}", file=sys.stderr, flush=True)
         await stop.wait()
+        await sim.shutdown()
+    finally:
+        await sim.stop()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,7 +49,8 @@ def sim_config(engine: EngineConfig, profile: Profile, host: str, *, time_scale:
     return SimConfig(profile=profile, num_speculative_tokens=n, method=engine.speculative.method,
                      served_model_name=served_name(engine), host=host, port=engine.port,
                      time_scale=time_scale, seed=seed,
-                     drafted_per_position_metric=engine.drafted_per_position_metric)
+                     drafted_per_position_metric=engine.drafted_per_position_metric,
+                     shutdown_timeout_s=float(engine.shutdown_timeout_s or 0))
 
 
 def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, host: str, *,
@@ -64,4 +65,6 @@ def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, h
         out += ["--seed", str(seed)]
     if not engine.drafted_per_position_metric:
         out.append("--no-drafted-per-position-metric")
+    if engine.shutdown_timeout_s:
+        out += ["--shutdown-timeout", str(engine.shutdown_timeout_s)]
     return out

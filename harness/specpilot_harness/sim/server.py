@@ -46,6 +46,9 @@ class SimConfig:
     max_model_len: int = 4096
     kv_cache_tokens: int = 131072
     drafted_per_position_metric: bool = True  # specpilot's plugin counter, as EngineConfig's flag
+    # vLLM's --shutdown-timeout (wall seconds): on shutdown, refuse new requests and let those in flight
+    # finish for this long; 0 (vLLM's default) aborts them at once.
+    shutdown_timeout_s: float = 0.0
 
 
 class EngineDead(RuntimeError):
@@ -101,6 +104,15 @@ class EngineLoop:
     @property
     def healthy(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._streams)
+
+    async def idle(self) -> None:
+        """Return once no request is in flight (new ones must already be refused)."""
+        while self._streams and self.healthy:
+            await asyncio.sleep(0.05)
 
     def _engine_now(self) -> float:
         return (time.monotonic() - self._t0) * self.time_scale
@@ -167,6 +179,7 @@ class SimServer:
                              max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens)
         self._loop: EngineLoop | None = None
         self._runner: web.AppRunner | None = None
+        self._draining = False
         self.port = config.port
         self._started = int(time.time())
 
@@ -196,6 +209,17 @@ class SimServer:
             raise
         self.port = self._runner.addresses[0][1]
 
+    async def shutdown(self) -> None:
+        """What vLLM does on SIGTERM: refuse new requests (503), let those in flight finish within
+        `shutdown_timeout_s`, then stop, aborting whatever is left."""
+        self._draining = True
+        if self._loop is not None and self.config.shutdown_timeout_s > 0:
+            try:
+                await asyncio.wait_for(self._loop.idle(), self.config.shutdown_timeout_s)
+            except TimeoutError:
+                pass
+        await self.stop()
+
     async def stop(self) -> None:
         # Engine first: requests in flight then end with an error at once instead of holding the
         # HTTP shutdown until they finish.
@@ -213,7 +237,7 @@ class SimServer:
         await self.stop()
 
     async def _health(self, _: web.Request) -> web.Response:
-        ok = self._loop is not None and self._loop.healthy
+        ok = self._loop is not None and self._loop.healthy and not self._draining
         return web.Response(status=200 if ok else 503)
 
     async def _version(self, _: web.Request) -> web.Response:
@@ -247,6 +271,8 @@ class SimServer:
             return _error(404, f"The model `{req.model}` does not exist.", "NotFoundError")
         if self._loop is None or not self._loop.healthy:
             return _error(503, "the engine is not running", "ServiceUnavailableError")
+        if self._draining:
+            return _error(503, "the server is shutting down", "ServiceUnavailableError")
         stream = self._loop.submit(req.prompt_tokens, req.max_tokens)
         try:
             if req.stream:

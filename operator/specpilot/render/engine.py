@@ -33,6 +33,7 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None) -> EngineConf
         speculative=speculative,
         args=list(spec.engine.args),
         env={e.name: e.value for e in spec.engine.env},
+        shutdown_timeout_s=spec.engine.drain_seconds,
     )
 
 
