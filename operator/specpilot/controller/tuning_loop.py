@@ -23,7 +23,7 @@ import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
 from specpilot.api.validate import InvalidSpeculativeDeployment, load
-from specpilot.controller import traffic
+from specpilot.controller import capacity, traffic
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import NotLeader, sd_path
@@ -59,6 +59,7 @@ class TuningLoop:
         self.namespace, self.name = namespace, name
         self.path = sd_path(namespace, name)
         self.counter = WindowCounter()
+        self.capacity_reported: str | None = None  # the InsufficientCapacity message last posted as an Event
         self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
         self.warned_routes: set[str] = set()
 
@@ -95,7 +96,24 @@ class TuningLoop:
             self.counter.reset()
             return window_s
         await self._window(obj, sd)
+        await self._report_capacity(obj)
         return window_s
+
+    async def _report_capacity(self, obj: dict[str, Any]) -> None:
+        """Tuning=False/InsufficientCapacity, and a Warning once per new message, while a serving pod is
+        Unschedulable: the user sees which GPUs are missing rather than a canary that is never Ready."""
+        selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
+        pods = await asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, selector)
+        pending = capacity.unschedulable(pods)
+        message = capacity.capacity_message(pending) if pending else None
+        # The window's decision rewrites the Tuning condition; the Event goes out once per new message.
+        if message != self.capacity_reported and message is not None:
+            await asyncio.to_thread(self.events.warning, obj, capacity.INSUFFICIENT_CAPACITY, message)
+        self.capacity_reported = message
+        if message is None:
+            return
+        await self._write(lambda status: ts.condition_patch(status, capacity.INSUFFICIENT_CAPACITY, message,
+                                                            _generation(obj)))
 
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> None:
         spec, now = sd.spec, time.time()
