@@ -72,7 +72,8 @@ class EngineConfig(BaseModel):
     shutdown_timeout_s: int | None = Field(default=None, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S)
 
     def problems(self) -> list[Problem]:
-        return self.speculative.problems("speculative") + arg_problems(self.args, "args")
+        return (self.speculative.problems("speculative", self.accelerator.count)
+                + arg_problems(self.args, "args"))
 
 
 def option_name(arg: str) -> str | None:

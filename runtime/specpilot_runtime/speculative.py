@@ -36,6 +36,8 @@ class MethodRule:
     # True when the k-th draft token does not depend on N, so counters at N give E[L_N'] for N' <= N.
     prefix_transfers: bool = True
     note: str = ""
+    # A Python package vLLM imports for this method but does not depend on: the image must ship it.
+    package: str | None = None
 
 
 OFF = "off"
@@ -55,7 +57,7 @@ METHODS: dict[str, MethodRule] = {
                    note="N above the block size collapses acceptance"),
         MethodRule("ngram", Family.NEAR_FREE, "forbidden", default_n=3),
         MethodRule("suffix", Family.NEAR_FREE, "forbidden", default_n=4,
-                   note="needs the arctic-inference package in the image"),
+                   note="needs the arctic-inference package in the image", package="arctic-inference"),
         MethodRule(OFF, Family.NONE, "forbidden", default_n=0),
     )
 }
@@ -105,6 +107,14 @@ SPECULATIVE_FLAGS: frozenset[str] = frozenset({
     "--spec-method", "--spec-model", "--spec-tokens",  # vLLM 0.32's shorthands for the config keys
 })
 
+# vLLM 0.33's scheduler raises at engine start unless the batch-size schedule's first range starts at 1
+# (docs/references.md §6); CEL (api/rules.py) and check() say it in these words.
+SCHEDULE_START_MESSAGE = ("the first batch-size range must start at minBatchSize 1 (vLLM 0.33 refuses to "
+                          "start otherwise); later ranges follow without overlap")
+# Keys vLLM reads only with rejection_sample_method synthetic, and the method-only switch.
+SYNTHETIC_KEYS = ("synthetic_acceptance_rates", "synthetic_acceptance_length")
+ADAPTIVE_VERIFICATION_METHODS = ("dspark",)
+
 ALLOWED_ENUMS: dict[str, tuple[str, ...]] = {
     "rejection_sample_method": ("standard", "synthetic", "block", "fly"),
     "draft_sample_method": ("greedy", "probabilistic"),
@@ -145,9 +155,10 @@ class SpeculativeConfig(BaseModel):
     num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
-    def problems(self, path: str = "speculative") -> list[Problem]:
-        """Every rule violation, named by field (paths use the CRD's camelCase names)."""
-        return check(self, path)
+    def problems(self, path: str = "speculative", tensor_parallel_size: int | None = None) -> list[Problem]:
+        """Every rule violation, named by field (paths use the CRD's camelCase names); with the target's
+        tensor-parallel size, also draft_tensor_parallel_size against it."""
+        return check(self, path, tensor_parallel_size)
 
     def to_vllm(self) -> dict[str, Any] | None:
         """vLLM's `--speculative-config` JSON; None when speculation is off."""
@@ -165,7 +176,7 @@ class SpeculativeConfig(BaseModel):
         return out
 
 
-def check(cfg: SpeculativeConfig, path: str = "speculative") -> list[Problem]:
+def check(cfg: SpeculativeConfig, path: str = "speculative", tensor_parallel_size: int | None = None) -> list[Problem]:
     """The per-method rules, as problems with CRD field paths."""
     p: list[Problem] = []
     m = cfg.method
@@ -198,6 +209,7 @@ def check(cfg: SpeculativeConfig, path: str = "speculative") -> list[Problem]:
     if cfg.block_size is not None and rule.block_bound is None:
         p.append(Problem(f"{path}.blockSize", f"only dflash and dspark take a block size, not {m}"))
     p += _check_extra(cfg, f"{path}.extra")
+    p += _check_cross_keys(cfg, f"{path}.extra", tensor_parallel_size)
     p += _check_schedule(cfg, path)
     return p
 
@@ -237,12 +249,42 @@ def _check_extra(cfg: SpeculativeConfig, path: str) -> list[Problem]:
     return p
 
 
+def _check_cross_keys(cfg: SpeculativeConfig, path: str, tensor_parallel_size: int | None) -> list[Problem]:
+    """What vLLM 0.33 checks only at engine start, between extra keys and the rest of the config
+    (docs/references.md §6)."""
+    p: list[Problem] = []
+    extra = cfg.extra
+    dtp = extra.get("draft_tensor_parallel_size")
+    if tensor_parallel_size is not None and isinstance(dtp, int) and dtp not in (1, tensor_parallel_size):
+        p.append(Problem(f"{path}.draft_tensor_parallel_size",
+                         f"{dtp} is neither 1 nor the target's tensor-parallel size ({tensor_parallel_size}, "
+                         "spec.accelerator.count): vLLM refuses to start; use 1 or "
+                         f"{tensor_parallel_size}"))
+    if extra.get("enable_adaptive_verification") and cfg.method not in ADAPTIVE_VERIFICATION_METHODS:
+        p.append(Problem(f"{path}.enable_adaptive_verification",
+                         f"applies only to method {', '.join(ADAPTIVE_VERIFICATION_METHODS)}, not {cfg.method}: "
+                         "vLLM refuses to start; remove it"))
+    if extra.get("rejection_sample_method") != "synthetic":
+        p += [Problem(f"{path}.{key}", "needs rejection_sample_method: synthetic (vLLM refuses to start "
+                                       "otherwise); set it or remove this key")
+              for key in SYNTHETIC_KEYS if key in extra]
+    length = extra.get("synthetic_acceptance_length")
+    top = cfg.num_speculative_tokens + 1
+    if length is not None and (isinstance(length, bool) or not isinstance(length, (int, float))
+                               or not 1 <= length <= top):
+        p.append(Problem(f"{path}.synthetic_acceptance_length",
+                         f"must be a number in [1, numSpeculativeTokens + 1] = [1, {top}], got {length!r}"))
+    return p
+
+
 def _check_schedule(cfg: SpeculativeConfig, path: str) -> list[Problem]:
     sched = cfg.num_speculative_tokens_per_batch_size
     if not sched:
         return []
     where = f"{path}.schedule"
     p: list[Problem] = []
+    if sched[0][0] != 1:
+        p.append(Problem(f"{where}[0]", SCHEDULE_START_MESSAGE))
     prev_hi = 0
     for i, (lo, hi, k) in enumerate(sched):
         if lo < 1 or hi < lo:

@@ -117,7 +117,7 @@ def test_defaults_are_applied_before_the_rules_run() -> None:
     obj = defaulted(SCHEMA, sd({"method": "mtp", "numSpeculativeTokens": 3}, status=None))
     assert obj["spec"]["tuning"]["enabled"] is False
     assert obj["spec"]["tuning"]["canary"]["progressDeadline"] == "20m"
-    assert obj["spec"]["accelerator"] == {"vendor": "amd", "count": 1}
+    assert obj["spec"]["accelerator"] == {"vendor": "amd", "count": 1, "securityProfile": "recommended"}
     assert "status" not in obj
 
 

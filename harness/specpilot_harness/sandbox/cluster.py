@@ -9,13 +9,18 @@ from specpilot.api.crd import crd as specpilot_crd
 from specpilot_harness.sandbox.admission import admit_custom_resource
 from specpilot_harness.sandbox.kubeconfig import write_kubeconfig
 from specpilot_harness.sandbox.pods import PodRunner, PodRuntime
+from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES, gpu_nodes
 from specpilot_harness.sandbox.server import ApiServer
 
 
 class Sandbox:
-    def __init__(self, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+    def __init__(self, runtime: PodRuntime | None = None, probe_period_s: float = 1.0, nodes: int = 0,
+                 gpus_per_node: int = 8, gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES) -> None:
+        """`nodes` > 0: that many nodes with `gpus_per_node` of each of `gpu_resources` allocatable, enforced
+        when pods are scheduled; 0: one node that fits every pod."""
         self.api = ApiServer(admission=admit_custom_resource)
-        self.pods = PodRunner(self.api.store, runtime, probe_period_s)
+        self.pods = PodRunner(self.api.store, runtime, probe_period_s,
+                              gpu_nodes(nodes, gpus_per_node, gpu_resources) if nodes else None)
         self.url = ""
 
     async def start(self, port: int = 0, install_crd: bool = True) -> str:

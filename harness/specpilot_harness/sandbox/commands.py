@@ -14,6 +14,7 @@ from pathlib import Path
 from specpilot_harness.sandbox.cluster import Sandbox
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap
 from specpilot_harness.sandbox.pods import PodRuntime
+from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
 
 DEFAULT_PORT = 16443
@@ -44,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "other image from .tools/vllm-venv/bin)")
     p.add_argument("--exec-dir", type=Path, default=Path(".specpilot") / "pods", metavar="DIR",
                    help="with --engine exec: where each pod's volumes, logs, HOME and TMPDIR live")
+    p.add_argument("--nodes", type=int, default=0, metavar="N",
+                   help="N nodes with --gpus-per-node GPUs each, enforced when pods are scheduled (pods that fit "
+                        "nowhere stay Pending as Unschedulable); default: one node that fits every pod")
+    p.add_argument("--gpus-per-node", type=int, default=8, metavar="G",
+                   help="allocatable GPUs per node with --nodes, of each --gpu-resource (default 8)")
+    p.add_argument("--gpu-resource", action="append", default=[], metavar="NAME",
+                   help="extended resource each node advertises with --nodes (repeatable; default: "
+                        f"{', '.join(DEFAULT_GPU_RESOURCES)})")
     p.add_argument("--sim-profiles", type=Path, action="append", default=[], metavar="FILE",
                    help="profiles files the sim-profile annotation names a profile of (repeatable; default: "
                         "the tuner benchmark's article.json, then the runtime's bundled examples)")
@@ -57,7 +66,8 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    sandbox = Sandbox(pod_runtime(args))
+    sandbox = Sandbox(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                      gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES)
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)

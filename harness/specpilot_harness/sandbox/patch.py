@@ -196,9 +196,12 @@ def remove_unapplied(obj: Any, previous: Any, current: Any) -> Any:
         elif isinstance(old, list) and isinstance(out.get(key), list) and isinstance(current[key], list):
             mk = _list_key(key, old + current[key])
             if mk is not None:
-                keep = {i.get(mk) for i in current[key] if isinstance(i, dict)}
-                dropped = {i.get(mk) for i in old if isinstance(i, dict)} - keep
-                out[key] = [i for i in out[key] if not (isinstance(i, dict) and i.get(mk) in dropped)]
+                keep = {i.get(mk): i for i in current[key] if isinstance(i, dict)}
+                before = {i.get(mk): i for i in old if isinstance(i, dict)}
+                # Items still applied lose the fields they no longer carry (a container's securityContext).
+                out[key] = [remove_unapplied(i, before[i.get(mk)], keep[i.get(mk)])
+                            if isinstance(i, dict) and i.get(mk) in keep and i.get(mk) in before else i
+                            for i in out[key] if not (isinstance(i, dict) and i.get(mk) in before.keys() - keep.keys())]
     return out
 
 

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.resources import ResourceType
+from specpilot_harness.sandbox.rollout import rolling_sizes
+from specpilot_harness.sandbox.scheduling import Node, place, usage
 from specpilot_harness.sandbox.selectors import selector_from_match
 from specpilot_harness.sandbox.store import Store, now
 
@@ -119,6 +121,11 @@ def _owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
             "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
+def _sizes(rs: dict[str, Any]) -> tuple[int, int]:
+    """A ReplicaSet's (replicas, ready)."""
+    return int(rs["spec"].get("replicas", 0)), int((rs.get("status") or {}).get("readyReplicas", 0))
+
+
 def _is_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
@@ -132,8 +139,11 @@ def _slice_conditions(pod: dict[str, Any]) -> dict[str, bool]:
 
 
 class PodRunner:
-    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0) -> None:
+    def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0,
+                 nodes: list[Node] | None = None) -> None:
         self.store = store
+        # Nodes with allocatable GPUs, enforced when pods are bound; None: one node that fits every pod.
+        self.nodes = nodes
         self.runtime: PodRuntime = runtime or NoopRuntime()
         self.probe_period_s = probe_period_s
         self._wake = asyncio.Event()
@@ -166,17 +176,24 @@ class PodRunner:
         self._wake.set()
 
     def _register_node(self) -> None:
-        """The one node every pod runs on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        """The nodes pods run on, Ready, so `kubectl get nodes` and describe show where pods are."""
+        for spec in self.nodes or [Node(NODE_NAME)]:
+            self._register(spec)
+
+    def _register(self, spec: Node) -> None:
         node_type = self.store.registry.lookup("", "v1", "nodes")
         assert node_type is not None
-        node = self.store.create(node_type, None, {"metadata": {"name": NODE_NAME, "labels": {
-            "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}}})
+        node = self.store.create(node_type, None, {"metadata": {"name": spec.name, "labels": {
+            "kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux"}}})
         stamp = now()
-        self.store.replace(node_type, None, NODE_NAME, {**node, "status": {
+        resources = {"capacity": {k: str(v) for k, v in spec.allocatable.items()},
+                     "allocatable": {k: str(v) for k, v in spec.allocatable.items()}} if spec.allocatable else {}
+        self.store.replace(node_type, None, spec.name, {**node, "status": {
+            **resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "sandbox pod runner is ready", "lastHeartbeatTime": stamp,
                             "lastTransitionTime": stamp}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": spec.name}],
             "nodeInfo": {"kubeletVersion": "v1.32.0-specpilot-sandbox", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "specpilot-sandbox://1"}}},
             subresource="status")
@@ -232,9 +249,11 @@ class PodRunner:
         for rs in self.store.all_objects(self._type("rs")):
             if not rs["metadata"].get("deletionTimestamp"):
                 self._sync_replicaset(rs)
-        for pod in self.store.all_objects(self._type("pod")):
+        pods = self.store.all_objects(self._type("pod"))
+        used = usage(pods)
+        for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
             uid = pod["metadata"]["uid"]
-            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp"):
+            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp") and self._bind(pod, used):
                 self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
         self._sync_endpoints()
 
@@ -283,20 +302,41 @@ class PodRunner:
                              "annotations": {REVISION: str(max(revisions, default=0) + 1)},
                              "ownerReferences": [_owner_ref(deploy)]},
                 "spec": {"replicas": 0, "selector": selector, "template": template}})
-        new_ready = (new.get("status") or {}).get("readyReplicas", 0)
         old_pods = sum((rs.get("status") or {}).get("replicas", 0) for rs in olds)
-        recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
-        # Rolling update: the new ReplicaSet goes to full size at once (surge), old ones shrink as new pods
-        # become Ready, so serving capacity never drops below the desired count.
-        new_size = 0 if recreate and old_pods else desired
+        strategy = spec.get("strategy") or {}
+        olds = sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"])
+        if strategy.get("type") == "Recreate":
+            new_size, old_sizes = (0 if old_pods else desired), [0] * len(olds)
+        else:
+            new_size, old_sizes = rolling_sizes(desired, strategy, _sizes(new), [_sizes(rs) for rs in olds])
         self._scale(new, new_size)
-        for rs in sorted(olds, key=lambda r: r["metadata"]["creationTimestamp"]):
-            self._scale(rs, 0 if recreate else max(0, min(rs["spec"].get("replicas", 0), desired - new_ready)))
+        for rs, size in zip(olds, old_sizes):
+            self._scale(rs, size)
         for rs in olds[: max(0, len(olds) - int(spec.get("revisionHistoryLimit", 10)))]:
             if rs["spec"].get("replicas", 0) == 0 and not rs.get("status", {}).get("replicas"):
                 self.store.delete(rs_type, ns, rs["metadata"]["name"])
         new = self.store.get(rs_type, ns, new["metadata"]["name"])
         self._deployment_status(deploy, new, olds, desired)
+
+    def _bind(self, pod: dict[str, Any], used: dict[str, Any]) -> bool:
+        """Bind an unbound pod to a node with room for its GPUs, as kube-scheduler would; a pod that fits
+        nowhere stays Pending, PodScheduled=False/Unschedulable with the scheduler's message, and is
+        tried again on every pass (a deleted pod frees its node's GPUs)."""
+        if self.nodes is None or (pod.get("spec") or {}).get("nodeName"):
+            return True
+        node, why = place(pod, self.nodes, used)
+        meta = pod["metadata"]
+        if node is not None:
+            self.store.patch(self._type("pod"), meta["namespace"], meta["name"], "application/merge-patch+json",
+                             {"spec": {"nodeName": node}})
+            return True
+        old = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), {})
+        stamp = old.get("lastTransitionTime") if old.get("status") == "False" else now()
+        status = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why,
+            "lastTransitionTime": stamp}]}
+        self._write_status("pod", pod, status)
+        return False
 
     def _scale(self, rs: dict[str, Any], replicas: int) -> None:
         if rs["spec"].get("replicas") != replicas:
@@ -332,6 +372,9 @@ class PodRunner:
                      else "Deployment does not have minimum availability."),
                 self._progressing(deploy, cond, complete, (name, updated, ready, total))],
         }
+        failed = next((c for st in rs_status for c in st.get("conditions") or [] if c["type"] == "ReplicaFailure"), None)
+        if failed:
+            status["conditions"].append(cond("ReplicaFailure", "True", failed["reason"], failed["message"]))
         if total - ready > 0:
             status["unavailableReplicas"] = total - ready
         for key in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
@@ -369,13 +412,22 @@ class PodRunner:
         pods = [p for p in self._children("pod", rs) if not p["metadata"].get("deletionTimestamp")]
         pod_type = self._type("pod")
         template = rs["spec"].get("template") or {}
+        failure = None
         for _ in range(desired - len(pods)):
-            pods.append(self.store.create(pod_type, ns, {
-                "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
-                             "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
-                             "ownerReferences": [_owner_ref(rs)]},
-                "spec": copy.deepcopy(template.get("spec") or {})}))
+            try:
+                pods.append(self.store.create(pod_type, ns, {
+                    "metadata": {"generateName": f"{rs['metadata']['name']}-", "namespace": ns,
+                                 "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                                 "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                                 "ownerReferences": [_owner_ref(rs)]},
+                    "spec": copy.deepcopy(template.get("spec") or {})}))
+            except ApiError as exc:
+                if exc.code != 403:
+                    raise
+                # Admission (PodSecurity) refused it: the ReplicaSet controller reports FailedCreate.
+                failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                           "message": exc.message}
+                break
         if len(pods) > desired:
             # Scale down the pods that serve least: not ready first, then the youngest.
             victims = sorted(pods, key=lambda p: (_is_ready(p), p["metadata"]["creationTimestamp"],
@@ -385,7 +437,8 @@ class PodRunner:
                 pods.remove(pod)
         ready = sum(1 for p in pods if _is_ready(p))
         status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
-                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1),
+                  "conditions": [failure] if failure else []}
         self._write_status("rs", rs, {k: v for k, v in status.items() if v or k == "replicas"})
 
     # ---- pods ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
-from specpilot_harness.sandbox import errors
+from specpilot_harness.sandbox import errors, pod_security
 from specpilot_harness.sandbox.defaults import apply_defaults
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.patch import PatchError, apply_config, json_patch, merge_patch, strategic_merge
@@ -237,6 +237,8 @@ class Store:
         if rtype.crd is None:
             apply_defaults(rtype.kind, obj)
         obj = self._admit(rtype, obj, None)
+        if rtype.kind == "Pod" and not rtype.group:
+            pod_security.admit_pod(self.objects.get(("", "namespaces"), {}).get(("", namespace or "")), obj)
         meta = obj["metadata"]
         self._on_create(rtype, obj)
         if dry_run:

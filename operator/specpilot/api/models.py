@@ -32,6 +32,13 @@ MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
 # The extended resource each vendor's device plugin advertises (render requests it; validate keeps user
 # resources from naming it twice).
 GPU_RESOURCES: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+# An extended resource name: a DNS subdomain prefix, '/', a name (Kubernetes' qualified-name rules).
+EXTENDED_RESOURCE_PATTERN = (r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+                             r"/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# The user the restricted security profile runs as (restricted needs runAsNonRoot; vLLM images run as root).
+NON_ROOT_UID = 1000
+# A pip distribution name, as spec.imagePackages lists them.
+PACKAGE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
 # Kubernetes object names that can also name a Service and a label value: a DNS-1035 label.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -74,6 +81,11 @@ def _methods(draft_model: str) -> list[str]:
     return [m for m, rule in METHODS.items() if rule.draft_model == draft_model]
 
 
+def gpu_resource(accelerator: Accelerator) -> str:
+    """The extended resource each replica's GPUs are requested as."""
+    return accelerator.resource_name or GPU_RESOURCES[accelerator.vendor]
+
+
 def duration_seconds(text: str) -> float:
     """Parse a Go-style duration ("90s", "5m", "1h30m") into seconds."""
     if not re.fullmatch(DURATION_PATTERN, text):
@@ -92,6 +104,17 @@ class Accelerator(_Model):
         "amd", description="GPU vendor: amd (ROCm, amd.com/gpu) or nvidia (CUDA, nvidia.com/gpu).")
     count: int = Field(1, ge=1, le=16,
                        description="GPUs per replica; vLLM runs with this tensor-parallel size.")
+    resource_name: str | None = Field(
+        None, max_length=MAX_OBJECT_NAME_LENGTH, pattern=EXTENDED_RESOURCE_PATTERN,
+        description="Extended resource the GPUs are requested as, overriding the vendor's default "
+                    f"({', '.join(GPU_RESOURCES.values())}): partitioned GPUs or another device plugin, "
+                    "e.g. amd.com/gpu-cpx or nvidia.com/mig-1g.10gb.")
+    security_profile: Literal["recommended", "baseline", "restricted"] = Field(
+        "recommended",
+        description="Pod security settings. recommended: AMD's guidance for ROCm (SYS_PTRACE, seccomp "
+                    "Unconfined), which Pod Security baseline refuses; baseline: without them, admitted where "
+                    "pod-security.kubernetes.io/enforce is baseline; restricted: also non-root (UID "
+                    f"{NON_ROOT_UID}), no privilege escalation, all capabilities dropped, seccomp RuntimeDefault.")
 
 
 class ScheduleEntry(_Model):
@@ -199,6 +222,11 @@ class Canary(_Model):
         "replicas", description="replicas: traffic splits by replica ratio behind the Service; "
                                 "gateway: by backend weights of the HTTPRoute named in httpRoute.")
     http_route: str | None = Field(None, max_length=253, description="HTTPRoute to weight when trafficRouting is gateway.")
+    mode: Literal["surge", "replace"] = Field(
+        "surge", description="surge: the canary's pods come on top of the stable ones (spare GPUs needed); "
+                             "replace: the stable track gives up canary.replicas pods while the canary runs and "
+                             "rolls without a surge, so the GPU count never grows (needs replicas >= "
+                             "canary.replicas + 1).")
 
 
 class Tuning(_Model):
@@ -231,6 +259,10 @@ class SpeculativeDeploymentSpec(_Model):
     accelerator: Accelerator = Field(default_factory=Accelerator, description="GPUs per replica.")
     image: str | None = Field(None, max_length=MAX_IMAGE_LENGTH, pattern=IMAGE_PATTERN,
                               description="Serving image; default per vendor at the supported vLLM version.")
+    image_packages: list[Annotated[str, Field(max_length=128, pattern=PACKAGE_PATTERN)]] = Field(
+        default_factory=list, max_length=16,
+        description="Python packages the custom image adds to vLLM that a method needs (suffix: "
+                    "arctic-inference); specpilot cannot look inside an image, so you declare them.")
     speculative: Speculative = Field(description="Speculative-decoding method, draft and N.")
     engine: Engine = Field(default_factory=Engine, description="vLLM server settings.")
     tuning: Tuning = Field(default_factory=Tuning, description="Automatic tuning of N.")

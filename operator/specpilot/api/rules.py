@@ -16,11 +16,17 @@ from specpilot_runtime.speculative import (
     MAX_NUM_SPECULATIVE_TOKENS,
     METHODS,
     OFF,
+    SCHEDULE_START_MESSAGE,
     SPECULATIVE_FLAGS,
     Family,
 )
 
 from .models import MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS
+
+RECOMMENDED_PROFILE = "recommended"
+REPLACE_MODE_MESSAGE = ("canary mode replace takes canary.replicas stable replicas out while the canary runs: it "
+                        "needs replicas >= canary.replicas + 1 (at least 2) so a stable replica keeps serving; "
+                        "raise replicas or use mode surge (which needs spare GPUs)")
 
 Rule = dict[str, str]
 
@@ -126,6 +132,8 @@ def _speculative_rules() -> list[Rule]:
          "fieldPath": ".schedule",
          "message": "every schedule entry's numSpeculativeTokens must be <= the started "
                     "numSpeculativeTokens (vLLM sizes its buffers for that N)"},
+        {"rule": "!has(self.schedule) || size(self.schedule) == 0 || self.schedule[0].minBatchSize == 1",
+         "fieldPath": ".schedule", "message": SCHEDULE_START_MESSAGE},
         {"rule": f"!has(self.blockSize) || self.method in {_list(_block_methods())}",
          "fieldPath": ".blockSize", "reason": "FieldValueForbidden",
          "message": f"blockSize applies only to methods {', '.join(_block_methods())}: remove it"},
@@ -164,8 +172,41 @@ def _engine_rules() -> list[Rule]:
     ]
 
 
-def _spec_rules() -> list[Rule]:
+def package_message(method: str, package: str) -> str:
+    return (f"method {method} needs the {package} package, which vLLM's images and specpilot's default images "
+            f"lack (vLLM fails at startup without it): build an image FROM the default one with `pip install "
+            f"{package}`, set spec.image to it and list {package} in spec.imagePackages")
+
+
+def _package_rules() -> list[Rule]:
+    """A method whose package vLLM does not ship runs only on an image declared to carry it."""
+    return [{"rule": f"self.speculative.method != '{name}' || (has(self.image) && has(self.imagePackages) && "
+                     f"'{rule.package}' in self.imagePackages)",
+             "fieldPath": ".imagePackages", "reason": "FieldValueRequired",
+             "message": package_message(name, rule.package)}
+            for name, rule in METHODS.items() if rule.package]
+
+
+def _cluster_fit_rules() -> list[Rule]:
+    """What the cluster would refuse or never schedule: Pod Security and canaries without spare GPUs."""
     return [
+        {"rule": "!has(self.engine) || !has(self.engine.modelCache) || !has(self.engine.modelCache.hostPath) || "
+                 "!has(self.accelerator) || !has(self.accelerator.securityProfile) || "
+                 f"self.accelerator.securityProfile == '{RECOMMENDED_PROFILE}'",
+         "fieldPath": ".engine.modelCache.hostPath", "reason": "FieldValueForbidden",
+         "message": "hostPath volumes are forbidden by Pod Security baseline and restricted "
+                    "(accelerator.securityProfile): use claimName, a PersistentVolumeClaim"},
+        {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
+                 "!has(self.tuning.canary) || !has(self.tuning.canary.mode) || self.tuning.canary.mode != 'replace' "
+                 "|| (has(self.replicas) ? self.replicas : 1) >= "
+                 "(has(self.tuning.canary.replicas) ? self.tuning.canary.replicas : 1) + 1",
+         "fieldPath": ".tuning.canary.mode",
+         "message": REPLACE_MODE_MESSAGE},
+    ]
+
+
+def _spec_rules() -> list[Rule]:
+    return _package_rules() + _cluster_fit_rules() + [
         {"rule": "!has(self.tuning) || !has(self.tuning.candidates) || "
                  f"self.tuning.candidates.all(c, c <= ({max_n_expression('self')}))",
          "fieldPath": ".tuning.candidates",

@@ -25,7 +25,7 @@ from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, Spe
 from . import admission
 from .crd import open_api_schema
 from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, SpeculativeDeployment,
-                     SpeculativeDeploymentSpec)
+                     SpeculativeDeploymentSpec, gpu_resource)
 from .rules import DOT_SEGMENT
 
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
@@ -111,9 +111,9 @@ def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None) ->
 
 def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     """The rules CEL cannot express, on an already schema-valid spec."""
-    found = speculative_config(spec).problems("spec.speculative")
+    found = speculative_config(spec).problems("spec.speculative", spec.accelerator.count)
     found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
-    found += _resource_problems(spec.engine.resources)
+    found += _resource_problems(spec.engine.resources, gpu_resource(spec.accelerator))
     if SCHEDULE_KEY in spec.speculative.extra:
         found.append(Problem(f"spec.speculative.extra.{SCHEDULE_KEY}",
                              "set spec.speculative.schedule instead: specpilot checks it against N and caps it "
@@ -179,7 +179,7 @@ def _candidate_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
             for i, c in enumerate(spec.tuning.candidates or ()) if c > limit]
 
 
-def _resource_problems(resources: dict[str, Any]) -> list[Problem]:
+def _resource_problems(resources: dict[str, Any], gpu: str) -> list[Problem]:
     found: list[Problem] = []
     for key, value in resources.items():
         where = f"spec.engine.resources.{key}"
@@ -188,10 +188,11 @@ def _resource_problems(resources: dict[str, Any]) -> list[Problem]:
         elif key != "claims" and not isinstance(value, dict):
             found.append(Problem(where, "must be a map of resource name to quantity"))
         elif key != "claims":
-            for gpu in GPU_RESOURCES.values():
-                if gpu in value:
-                    found.append(Problem(f"{where}.{gpu}",
-                                         "is set by specpilot from spec.accelerator; set accelerator.count"))
+            for name in sorted({*GPU_RESOURCES.values(), gpu}):
+                if name in value:
+                    found.append(Problem(f"{where}.{name}",
+                                         "is set by specpilot from spec.accelerator; set accelerator.count "
+                                         "(and accelerator.resourceName for another resource)"))
     return found
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.render.names import service_name, track_service_name
+from specpilot.render.replicas import track_replicas
 from specpilot_runtime.engine_config import DEFAULT_PORT
 
 GATEWAY_GROUP_VERSION = "gateway.networking.k8s.io/v1"
@@ -35,7 +36,7 @@ def canary_weight(sd: SpeculativeDeployment, canary_serving: bool) -> int:
     if not canary_serving:
         return 0
     canary = sd.spec.tuning.canary.replicas
-    return round(100 * canary / (canary + max(sd.spec.replicas, 1)))
+    return round(100 * canary / (canary + max(track_replicas(sd, "stable", canary_running=True), 1)))
 
 
 OPT_IN_ANNOTATION = "specpilot.io/speculative-deployment"

@@ -25,15 +25,16 @@ def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[
 
 
 def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | None = None,
-                 owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N).
+                 owner: dict[str, Any] | None = None, canary_running: bool = False) -> list[dict[str, Any]]:
+    """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N);
+    `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace).
 
     Raises ValueError when `n` breaks the method's rules.
     """
     config = engine_config(sd, n)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
-    objects = [config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text))]
+    objects = [config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text), canary_running)]
     if sd.spec.tuning.canary.traffic_routing == "gateway":
         objects.append(track_service(sd, track))
     return _owned(objects, owner)
@@ -47,7 +48,7 @@ def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = Non
 def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int | None = None,
            owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every child: the stable track, the Service, and the canary track when `canary_n` is given."""
-    objects = render_track(sd, "stable", stable_n, owner) + [render_service(sd, owner)]
+    objects = render_track(sd, "stable", stable_n, owner, canary_n is not None) + [render_service(sd, owner)]
     if canary_n is not None:
         objects += render_track(sd, "canary", canary_n, owner)
     return objects

@@ -1,8 +1,9 @@
 """The serving pod template, per accelerator vendor.
 
 AMD pods follow AMD's vLLM guidance (docs/references.md §2): the amd.com/gpu resource (the device plugin adds
-/dev/kfd and /dev/dri), a memory-backed /dev/shm, seccomp Unconfined with SYS_PTRACE, the video group
-and ROCm's kernel switch. NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
+/dev/kfd and /dev/dri; accelerator.resourceName overrides it), a memory-backed /dev/shm, the video group,
+ROCm's kernel switch and, with the recommended security profile, seccomp Unconfined with SYS_PTRACE
+(security.py). NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
 reads engine.json and supervises `vllm serve`; vLLM's API and /metrics share the `http` port.
 """
 
@@ -12,15 +13,15 @@ from typing import Any
 
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
 
-from ..api.models import GPU_RESOURCES, SpeculativeDeployment
+from ..api.models import SpeculativeDeployment, gpu_resource
 from .images import image_for
 from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
                     config_map_name, pod_labels)
+from .security import security_contexts
 
 CONTAINER = "vllm"
 PORT_NAME = "http"
 SHM_SIZE = "8Gi"
-VIDEO_GID = 44
 COMMAND = ["specpilot-runtime", "serve", "--config", ENGINE_CONFIG_PATH]
 
 # vLLM's port opens only once the weights are loaded: allow 30 minutes (180 x 10 s) for large models.
@@ -54,7 +55,7 @@ def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
     resources: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v
                                  for k, v in sd.spec.engine.resources.items()}
     limits = resources.setdefault("limits", {})
-    limits[GPU_RESOURCES[sd.spec.accelerator.vendor]] = sd.spec.accelerator.count
+    limits[gpu_resource(sd.spec.accelerator)] = sd.spec.accelerator.count
     return resources
 
 
@@ -118,9 +119,11 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "containers": [container],
         "volumes": volumes,
     }
-    if vendor == "amd":
-        container["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
-        pod["securityContext"] = {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [VIDEO_GID]}
+    pod_security, container_security = security_contexts(vendor, sd.spec.accelerator.security_profile)
+    if container_security:
+        container["securityContext"] = container_security
+    if pod_security:
+        pod["securityContext"] = pod_security
     if sd.spec.engine.node_selector:
         pod["nodeSelector"] = dict(sd.spec.engine.node_selector)
     if sd.spec.engine.tolerations:

@@ -18,6 +18,7 @@ from .names import (
     track_service_name,
 )
 from .pod import PORT_NAME, STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
+from .replicas import strategy, track_replicas
 
 
 def _metadata(sd: SpeculativeDeployment, name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -28,14 +29,14 @@ def _metadata(sd: SpeculativeDeployment, name: str, labels: dict[str, str]) -> d
     return meta
 
 
-def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str) -> dict[str, Any]:
+def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str,
+               canary_running: bool = False) -> dict[str, Any]:
     name = sd.metadata["name"]
+    replicas = track_replicas(sd, track, canary_running)
     if track == "stable":
-        replicas = sd.spec.replicas
         # A stable rollout may load a large model from scratch: give it the whole startup budget.
         deadline = STARTUP_PERIOD_S * STARTUP_FAILURES
     else:
-        replicas = sd.spec.tuning.canary.replicas
         deadline = int(duration_seconds(sd.spec.tuning.canary.progress_deadline))
     labels = {**owned_labels(name), TRACK_LABEL: track, N_LABEL: str(n)}
     return {
@@ -45,8 +46,7 @@ def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector(name, track)},
-            # Never drop below the serving replicas: a new pod must be Ready before an old one stops.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "strategy": strategy(sd),
             "progressDeadlineSeconds": max(deadline, 1),
             "revisionHistoryLimit": 3,
             "template": pod_template(sd, track, n, engine_hash),

@@ -2,7 +2,7 @@
 
 Runs inside the vLLM venv (it needs torch and transformers, which the project's venv does not have):
 
-    .tools/vllm-venv/bin/python tests/vllm/build_tiny_model.py OUT_DIR
+    .tools/vllm-venv/bin/python harness/specpilot_harness/realvllm/tiny_models.py OUT_DIR
 
 writes OUT_DIR/target and OUT_DIR/draft. Nothing is downloaded: the BPE tokenizer is trained here on a
 generated corpus. head_dim is 32 because vLLM's CPU attention crashes on head_dim 16 (docs/references.md §4).
@@ -23,6 +23,9 @@ VOCAB_SIZE = 2048
 # The draft differs from the target by this relative weight noise: acceptance well below 100% but
 # clearly above 0, so per-position counters are informative.
 DRAFT_NOISE = 0.05
+# A plain chat template, so /v1/chat/completions works as well as /v1/completions: each message's text on
+# its own line, then the assistant's turn.
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
 
 
 def corpus(lines: int = 4000) -> list[str]:
@@ -43,6 +46,7 @@ def build_tokenizer(out: Path) -> PreTrainedTokenizerFast:
     tok.train_from_iterator(corpus(), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
                                    eos_token="</s>")
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     return fast
 
