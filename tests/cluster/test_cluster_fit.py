@@ -126,3 +126,19 @@ def test_replace_mode_canary_runs_without_a_spare_gpu(fit: Cluster) -> None:
     assert stable["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     assert len([p for p in fit.items("pods", "-n", ns) if p["spec"].get("nodeName")]) <= 2
     fit.kubectl("delete", "sd", "-n", ns, "swap", "--wait=true")
+
+
+def test_resource_name_is_what_the_pods_request(fit: Cluster) -> None:
+    """accelerator.resourceName replaces amd.com/gpu; no sandbox node advertises amd.com/gpu-cpx, so the
+    scheduler says so."""
+    ns = fit.namespace("partitioned")
+    sd = example("ngram", accelerator={"vendor": "amd", "count": 1, "resourceName": "amd.com/gpu-cpx"})
+    assert fit.apply(sd, ns).returncode == 0
+    pod = wait_for("a Pending pod", lambda: fit.items("pods", "-n", ns))[0]
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu-cpx": 1}
+    scheduled = wait_for("the scheduler's verdict", lambda: next(
+        (c for c in (fit.items("pods", "-n", ns)[0].get("status") or {}).get("conditions") or []
+         if c["type"] == "PodScheduled" and c["status"] == "False"), None))
+    assert scheduled["reason"] == "Unschedulable"
+    assert scheduled["message"] == "0/2 nodes are available: 2 Insufficient amd.com/gpu-cpx."
+    fit.kubectl("delete", "sd", "-n", ns, sd["metadata"]["name"], "--wait=true")
