@@ -64,8 +64,11 @@ def test_planner_picks_the_oracle_on_clean_data(load: float) -> None:
     records = windows(8, load, 6)
     oracle = max(range(9), key=lambda n: true_goodput(n, load))
     p = plan("mtp", records, model, list(range(9)), 3, [load] * 6, "throughput", 0.02, 0.25)
-    assert p.best_n == oracle
-    assert p.gain[oracle] == pytest.approx(true_goodput(oracle, load) / true_goodput(3, load) - 1, abs=0.01)
+    # Within the margin of the oracle (an unmeasured neighbour of it is a tie the model cannot split),
+    # and the measured N's gains as they truly are.
+    assert true_goodput(p.best_n, load) >= 0.98 * true_goodput(oracle, load)
+    for n in (1, 5, 7):
+        assert p.gain[n] == pytest.approx(true_goodput(n, load) / true_goodput(3, load) - 1, abs=0.01)
 
 
 def test_planner_considers_speculation_off() -> None:
@@ -100,19 +103,29 @@ def test_planner_converges_when_nothing_is_worth_a_canary() -> None:
     model = StepModel(FAMILY)
     model = StepModel(FAMILY, exact_pairs(model, [16.0]))
     oracle = max(range(9), key=lambda n: true_goodput(n, 16.0))
-    p = plan("mtp", windows(8, 16.0, 6), model, list(range(9)), oracle, [16.0] * 6, "throughput", 0.02, 0.25)
+    p = plan("mtp", windows(8, 16.0, 6), model, list(range(8)), oracle, [16.0] * 6, "throughput", 0.02, 0.25)
     assert p.next_canary is None
 
 
-def judge_case(n_stable: int, n_canary: int, load: float = 4.0, slow: float = 1.0):
+def test_planner_says_a_near_tie_and_spends_no_canary_on_it() -> None:
+    # N=4 was canaried (counters and paired step times) and is truly ~1% better than 3: inside the margin.
+    curve = [0.8, 0.64, 0.544, 0.26, 0.156, 0.078, 0.026, 0.013]
     model = StepModel(FAMILY)
-    pairs = [model.pair(n_canary, n_stable, load, costs.step_ms(FAMILY, n_canary, load) * slow,
-                        costs.step_ms(FAMILY, n_stable, load)) for _ in range(6)]
-    model = StepModel(FAMILY, pairs)
-    stable = windows(n_stable, load, 6)
+    pairs = [model.pair(c, 3, 16.0, costs.step_ms(FAMILY, c, 16.0), costs.step_ms(FAMILY, 3, 16.0))
+             for c in (4, 7) for _ in range(6)]
+    gain4 = true_goodput(4, 16.0, curve) / true_goodput(3, 16.0, curve) - 1
+    assert 0 < gain4 < 0.02
+    p = plan("mtp", windows(7, 16.0, 6, curve=curve), StepModel(FAMILY, pairs), list(range(5)), 3,
+             [16.0] * 6, "throughput", 0.02, 0.25, exclude=[4, 7])
+    assert p.next_canary is None and p.near_tie == 4
+    assert "inside the promotion margin" in p.tie_reason
+
+
+def judge_case(n_stable: int, n_canary: int, load: float = 4.0, slow: float = 1.0, count: int = 6):
+    stable = windows(n_stable, load, count)
     canary = [record(i, "canary", snapshot(n_canary, load, wobble=1.0 + 0.004 * (-1) ** i, slow=slow), 300.0)
-              for i in range(6)]
-    return judge(stable, canary, model, [load] * 6, "throughput", 0.02, 0.95, 6)
+              for i in range(count)]
+    return judge(stable, canary, [load] * count, "throughput", 0.02, 0.95, 6)
 
 
 def test_judge_promotes_a_better_canary() -> None:
@@ -129,21 +142,38 @@ def test_judge_refuses_a_worse_canary() -> None:
     assert v.upper < 0.02
 
 
-def test_judge_sees_a_canary_slower_than_the_model_predicts() -> None:
-    # Same acceptance gain, but the canary's steps are 40% slower than the prior predicts, which
-    # makes it truly 2% worse: the paired step times move kappa and the verdict follows them.
+def test_judge_goes_by_the_measured_step_times_only() -> None:
+    # Same acceptance gain, but the canary's steps are 40% slower than any prior predicts, which makes
+    # it truly worse: the verdict is the measured goodput, whatever the step-time model would say.
     truth = true_goodput(6, 4.0) / 1.4 / true_goodput(2, 4.0) - 1
     assert truth < 0
     v = judge_case(2, 6, slow=1.4)
-    assert v.decision != "promote"
-    assert v.gain < 0.02  # far from the 74% the acceptance gain alone would suggest
+    assert v.decision == "rollback"
+    assert v.gain == pytest.approx(truth, abs=0.01)
 
 
-def test_judge_waits_for_two_paired_windows() -> None:
-    model = StepModel(FAMILY)
-    v = judge(windows(3, 4.0, 1), windows(5, 4.0, 1, track="canary"), model, [4.0], "throughput",
-              0.02, 0.95, 6)
-    assert v.decision == "continue"
+def test_judge_waits_for_four_paired_windows() -> None:
+    assert judge_case(3, 5, count=3).decision == "continue"
+
+
+def test_judge_keeps_analysing_a_promising_canary_past_its_windows() -> None:
+    # Six windows of a measured +4% with noisy step times: not proven yet, and worth more windows.
+    stable = windows(3, 4.0, 6)
+    canary = [record(i, "canary", snapshot(3, 4.0, slow=1 / (1.04 * (1.0 + 0.06 * (-1) ** i))), 300.0)
+              for i in range(6)]
+    v = judge(stable, canary, [4.0] * 6, "throughput", 0.02, 0.95, 6)
+    assert v.decision == "continue" and v.gain > 0.02 and v.lower < 0
+
+
+def test_judge_weighs_loads_by_the_round_mix_not_by_the_windows_it_saw() -> None:
+    # Half the windows at 256 sequences, which carry almost all the throughput: light-load windows alone
+    # are no verdict, however many; once the heavy load is seen twice there is one.
+    loads = [4.0] * 6 + [256.0] * 6
+    stable = windows(3, 4.0, 4) + windows(3, 256.0, 2, start=4)
+    canary = [record(i, "canary", snapshot(1, 4.0 if i < 4 else 256.0), 300.0) for i in range(6)]
+    light = judge(stable, canary[:4], loads, "throughput", 0.02, 0.95, 6)
+    assert light.decision == "continue" and "waiting for loads" in light.reason
+    assert "waiting for loads" not in judge(stable, canary, loads, "throughput", 0.02, 0.95, 6).reason
 
 
 def test_health_gate() -> None:

@@ -25,25 +25,26 @@ def load_levels(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(levels), weights / weights.sum()
 
 
-def goodput_samples(model: StepModel, candidates: Sequence[int], lengths: np.ndarray,
-                    kappas: np.ndarray, loads: Sequence[float], objective: str) -> np.ndarray:
-    """(M, J) goodput samples from E[L] samples (M, J) and kappa samples (M,)."""
+def per_load_inverse_cost(model: StepModel, candidates: Sequence[int], loads: Sequence[float], m: int,
+                          seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(levels, weights, 1 / t(N, B) samples (M, L, J) in 1/ms, from the prior level and the learned f)."""
     levels, weights = load_levels(loads)
-    inv_cost = np.zeros((kappas.shape[0], len(candidates)))
-    for b, w in zip(levels, weights):
-        scale = w * (b if objective == "throughput" else 1.0) / model.base_ms(float(b))
-        x = np.array([model.overhead(n, float(b)) for n in candidates])
-        inv_cost += scale / (1.0 + kappas[:, None] * x[None, :])
-    return lengths * inv_cost
+    f = model.log_cost_samples(candidates, levels, m, seed)
+    base = np.array([model.base_ms(float(b)) for b in levels])
+    return levels, weights, np.exp(-f) / base[None, :, None]
+
+
+def goodput_samples(model: StepModel, candidates: Sequence[int], lengths: np.ndarray,
+                    loads: Sequence[float], objective: str) -> np.ndarray:
+    """(M, J) goodput samples from E[L] samples (M, J) and the step-time model's samples."""
+    levels, weights, inv = per_load_inverse_cost(model, candidates, loads, lengths.shape[0])
+    scale = weights * (levels if objective == "throughput" else 1.0)
+    return lengths * (scale[None, :, None] * inv).sum(axis=1)
 
 
 def per_load_goodput(model: StepModel, candidates: Sequence[int], lengths: np.ndarray,
-                     kappas: np.ndarray, loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean goodput per load level and candidate: (levels, weights, G[level, candidate]) in tokens/ms/pod."""
-    levels, weights = load_levels(loads)
-    out = np.zeros((len(levels), len(candidates)))
-    for i, b in enumerate(levels):
-        x = np.array([model.overhead(n, float(b)) for n in candidates])
-        g = lengths * float(b) / model.base_ms(float(b)) / (1.0 + kappas[:, None] * x[None, :])
-        out[i] = g.mean(axis=0)
-    return levels, weights, out
+    levels, weights, inv = per_load_inverse_cost(model, candidates, loads, lengths.shape[0])
+    g = lengths[:, None, :] * levels[None, :, None] * inv
+    return levels, weights, g.mean(axis=0)

@@ -1,27 +1,28 @@
-"""The canary verdict: a sequential test on a load-normalised goodput ratio, plus health gates.
+"""The canary verdict: a sequential test on the canary's *measured* goodput against the stable's, plus
+health gates.
 
-The metric is the canary's goodput over the stable's at the round's load mix, split as docs/references.md §3 advises:
+Each paired window (stable and canary in the same window, same traffic mix) gives the measured log goodput
+ratio of the canary at the same load:
 
-    log R = mean_w log(L_canary,w / L_stable,w)        tokens per step from counters, paired by window
-          + log sum_B w_B B / t(N_c, B)
-          - log sum_B w_B B / t(N_s, B)                  step-time model (kappa posterior)
-          - delta                                        this pair's measured departure from the model
+    y_w = log(L_canary,w / L_stable,w) - log(t_canary,w / t_stable,w)
 
-Tokens per step are precise; pairing stable and canary windows cancels the traffic mix they share. The
-step-time term's uncertainty is the kappa posterior's, which the canary's own paired step times narrow.
-delta guards against a step-time model that is wrong in shape for this pair of N (a GPU that saturates
-earlier than the H200, a drafter that costs more at depth): the paired windows' log step ratios minus the
-model's prediction, shrunk towards 0 with a prior of sd DELTA_PRIOR_SD, so a canary that is measurably
-slower than the model says cannot be promoted on the model's word.
+tokens per step L from the counters, step time t from TPOT x L. Nothing here comes from the step-time
+model: the model may choose *which* canary to try (planner.py), never whether a canary won, so a machine
+the prior never saw cannot talk the judge into a worse N. Windows are weighed by the stable track's
+goodput at their load level (per-sequence speed for the latency objective, per-pod tokens for throughput)
+and the level's share of the round's load mix, so the ratio is the one of G = sum_B w_B B L / t over the
+round's loads; no verdict until the windows have covered COVERAGE of that goodput.
 
-Decision at confidence c and margin m, looked at after every window. Both parts are posteriors (kappa on
-its grid; the paired tokens-per-step ratio with a weak prior on its spread), and a posterior probability
-stays what it says however often it is looked at, so no correction for repeated looks is applied (a
-frequentist bound would need one; with step-time noise that mostly cancels between paired tracks the
-posterior is the sharper tool). The bounds are one-sided at c:
-- promote   when the expected gain is at least +m and P(canary better) >= c (lower bound above 0);
-- roll back when P(gain < m) >= c (upper bound below +m: it cannot be better by enough);
-- otherwise keep analysing, and roll back as inconclusive once the configured windows run out.
+The true log ratio gets a sceptical prior centred on 0 (GAIN_PRIOR_SD: a canary is no better than the
+stable until it shows it) and the per-window spread a weak inverse-gamma prior (a few windows cannot look
+spuriously certain); bounds use Student-t quantiles with the pooled degrees of freedom. Decision at
+confidence c and margin m, looked at after every window from MIN_WINDOWS on:
+- promote   when the posterior mean gain is at least +m and the one-sided lower bound at c is above 0;
+- roll back when the upper bound at c is below +m (it cannot be better by enough);
+- otherwise keep analysing, and roll back as inconclusive once the configured windows run out (up to
+  EXTEND times that while the measured gain is at least the margin).
+Looking every window spends some of the confidence: MIN_WINDOWS and the sceptical prior are what keep
+the realised rate of worse promotions down (the benchmark reports the worst one).
 """
 
 from __future__ import annotations
@@ -35,31 +36,36 @@ import numpy as np
 
 from .goodput import load_levels
 from .observations import TrackWindow, WindowRecord
-from .step_model import KAPPA_GRID, StepModel
 
-MIN_WINDOWS = 2
-# Weak prior on the per-window spread of log(L_c / L_s), so two windows cannot look spuriously certain.
-PAIR_PRIOR_SD = 0.01
-PAIR_PRIOR_DOF = 2.0
-# How far one pair's step-time ratio may depart from the model's shape, a priori (log scale).
-DELTA_PRIOR_SD = 0.04
-# Weak prior on the per-window noise of a paired log step-time ratio.
-STEP_NOISE_PRIOR_SD = 0.05
+MIN_WINDOWS = 4
+# A canary measured better by at least the margin but not yet proven keeps analysing up to this many times
+# the configured windows: it costs nothing in expectation (it is better) and gains of 3-5% need that many
+# windows to rise above per-window step-time noise.
+EXTEND = 3
+# Share of the round's goodput (by load level) the paired windows must have seen before a verdict.
+COVERAGE = 0.8
+# Sceptical prior on the true log goodput ratio: 0 +- 15% (1 sd).
+GAIN_PRIOR_SD = 0.15
+# Weak prior on the per-window spread of the paired log goodput ratio (step-time noise that the two
+# tracks do not share, plus acceptance noise).
+NOISE_PRIOR_SD = 0.06
+NOISE_PRIOR_DOF = 4.0
 
 
 @dataclass(frozen=True)
 class Verdict:
     decision: str  # "promote" | "rollback" | "continue"
-    gain: float  # estimated relative goodput gain of the canary
+    gain: float  # measured relative goodput gain of the canary (posterior mean)
     lower: float
     upper: float
     windows: int
     reason: str
 
     def to_json(self) -> dict:
-        return {"decision": self.decision, "gain_pct": round(self.gain * 100, 3),
-                "lower_pct": round(self.lower * 100, 3), "upper_pct": round(self.upper * 100, 3),
-                "windows": self.windows, "reason": self.reason}
+        def pct(v: float) -> float | None:
+            return round(v * 100, 3) if math.isfinite(v) else None
+        return {"decision": self.decision, "gain_pct": pct(self.gain), "lower_pct": pct(self.lower),
+                "upper_pct": pct(self.upper), "windows": self.windows, "reason": self.reason}
 
 
 def health_problem(stable: TrackWindow | None, canary: TrackWindow | None) -> str | None:
@@ -73,65 +79,89 @@ def health_problem(stable: TrackWindow | None, canary: TrackWindow | None) -> st
     return None
 
 
-def step_term(model: StepModel, n_canary: int, n_stable: int, loads: Sequence[float],
-              objective: str) -> tuple[float, float]:
-    """Mean and variance (over the kappa posterior) of the step-time part of log R."""
+def t_quantile(p: float, dof: float) -> float:
+    """Student-t quantile (Cornish-Fisher expansion around the normal one; plenty for dof >= 3)."""
+    z = NormalDist().inv_cdf(p)
+    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
+
+
+def paired(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord]) -> list[tuple[WindowRecord, WindowRecord]]:
+    """Windows in which both tracks measured tokens per step and step time."""
+    by_seq = {r.seq: r for r in stable if r.step_s}
+    return [(by_seq[c.seq], c) for c in canary if c.seq in by_seq and c.step_s]
+
+
+def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
+                  loads: Sequence[float], objective: str,
+                  confidence: float) -> tuple[float, float, float, float]:
+    """Posterior mean and one-sided bounds at `confidence` of the log goodput ratio canary / stable over the
+    round's load mix, and the share of the mix's goodput the paired windows covered.
+
+    Windows are stratified by load level: a level's mean ratio counts by its weight in the round's mix times
+    the stable's goodput there (measured), so a light load seen often cannot outvote a heavy one seen once.
+    """
     levels, weights = load_levels(loads)
-    wb = weights * (levels if objective == "throughput" else 1.0)
-    base = np.array([model.base_ms(float(b)) for b in levels])
-    xc = np.array([model.overhead(n_canary, float(b)) for b in levels])
-    xs = np.array([model.overhead(n_stable, float(b)) for b in levels])
-    k = KAPPA_GRID[:, None]
-    gc = (wb / base / (1 + k * xc)).sum(axis=1)
-    gs = (wb / base / (1 + k * xs)).sum(axis=1)
-    term = np.log(gc) - np.log(gs)
-    mean = float((model.weights * term).sum())
-    return mean, float((model.weights * (term - mean) ** 2).sum())
-
-
-def model_departure(pairs: Sequence[tuple[WindowRecord, WindowRecord]], model: StepModel) -> tuple[float, float]:
-    """Posterior mean and variance of delta: how much slower (log) the canary runs than the model predicts."""
-    resid = []
+    key = lambda b: int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))  # noqa: E731 - nearest level
+    speed = np.zeros(len(levels))
+    count = np.zeros(len(levels))
+    for r in stable:
+        if r.step_s:
+            i = key(r.load)
+            speed[i] += r.tokens_per_step / r.step_s
+            count[i] += 1
+    level_g = weights * np.where(count > 0, speed / np.maximum(count, 1), 0.0)
+    if objective == "throughput":
+        level_g = level_g * levels
+    ys: dict[int, list[float]] = {}
     for s, c in pairs:
-        if not (s.step_s and c.step_s):
-            continue
-        load = (s.load + c.load) / 2
-        predicted = np.log1p(KAPPA_GRID * model.overhead(c.n, load)) - np.log1p(KAPPA_GRID * model.overhead(s.n, load))
-        resid.append(math.log(c.step_s / s.step_s) - float((model.weights * predicted).sum()))
-    if not resid:
-        return 0.0, DELTA_PRIOR_SD ** 2
-    r = np.array(resid)
-    m = len(r)
-    noise = (((r - r.mean()) ** 2).sum() + PAIR_PRIOR_DOF * STEP_NOISE_PRIOR_SD ** 2) / (m - 1 + PAIR_PRIOR_DOF)
-    precision = m / noise + 1.0 / DELTA_PRIOR_SD ** 2
-    return float(r.sum() / noise / precision), 1.0 / precision
+        ys.setdefault(key(s.load), []).append(
+            math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s))
+    seen = sorted(ys)
+    w = np.array([level_g[i] for i in seen])
+    # A level counts as covered from two windows on: one window says nothing about its own noise.
+    seen_twice = sum(level_g[i] for i in seen if len(ys[i]) >= 2)
+    covered = float(seen_twice / level_g.sum()) if level_g.sum() > 0 else 0.0
+    w = w / w.sum() if w.sum() > 0 else np.full(len(seen), 1.0 / len(seen))
+    means = np.array([np.mean(ys[i]) for i in seen])
+    n_l = np.array([len(ys[i]) for i in seen])
+    mean = float((w * means).sum())
+    m = int(n_l.sum())
+    dof = m - len(seen) + NOISE_PRIOR_DOF
+    spread = (sum(((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen)
+              + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) / dof
+    se2 = spread * float((w ** 2 / n_l).sum())
+    post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
+    post_mean = mean / se2 * post_var
+    half = t_quantile(confidence, dof) * math.sqrt(post_var)
+    return post_mean, post_mean - half, post_mean + half, covered
 
 
-def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], model: StepModel,
-          loads: Sequence[float], objective: str, margin: float, confidence: float,
-          max_windows: int) -> Verdict:
-    """Verdict on the canary from its paired analysis windows."""
-    by_seq = {r.seq: r for r in stable}
-    pairs = [(by_seq[c.seq], c) for c in canary if c.seq in by_seq]
+def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
+          margin: float, confidence: float, max_windows: int) -> Verdict:
+    """Verdict on the canary from its paired analysis windows (measured goodput only). `stable` may hold the
+    whole round's stable windows (they give each load level's goodput weight); pairs match by window."""
+    pairs = paired(stable, canary)
     m = len(pairs)
     if m < MIN_WINDOWS:
         return Verdict("continue", 0.0, -math.inf, math.inf, m, "too few paired windows")
-    n_s, n_c = pairs[0][0].n, pairs[0][1].n
-    d = np.array([math.log(c.tokens_per_step / s.tokens_per_step) for s, c in pairs])
-    var_d = (((d - d.mean()) ** 2).sum() + PAIR_PRIOR_DOF * PAIR_PRIOR_SD ** 2) / (m - 1 + PAIR_PRIOR_DOF)
-    t_mean, t_var = step_term(model, n_c, n_s, loads, objective)
-    delta, delta_var = model_departure(pairs, model)
-    mu = float(d.mean()) + t_mean - delta
-    sd = math.sqrt(var_d / m + t_var + delta_var)
-    z = NormalDist().inv_cdf(confidence)
-    lo, hi = mu - z * sd, mu + z * sd
+    mu, lo, hi, covered = measured_gain(pairs, stable, loads, objective, confidence)
     target = math.log1p(margin)
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
+    if covered < COVERAGE:
+        if m >= EXTEND * max_windows:
+            return Verdict("rollback", gain, lower, upper, m, f"loads carrying {1 - covered:.0%} of the goodput "
+                                                              f"never seen in {m} windows")
+        return Verdict("continue", gain, lower, upper, m, f"waiting for loads carrying {1 - covered:.0%} "
+                                                          f"of the goodput")
     if mu >= target and lo > 0:
-        return Verdict("promote", gain, lower, upper, m, f"better by {gain:.1%} (lower bound {lower:.1%})")
+        return Verdict("promote", gain, lower, upper, m,
+                       f"measured better by {gain:.1%} (lower bound {lower:.1%})")
     if hi < target:
         return Verdict("rollback", gain, lower, upper, m,
-                       f"cannot beat stable by {margin:.0%} (upper bound {upper:.1%})")
+                       f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, upper bound {upper:.1%})")
+    if m >= max_windows and mu >= target and m < EXTEND * max_windows:
+        return Verdict("continue", gain, lower, upper, m, f"promising: measured {gain:+.1%}, not proven yet")
     if m >= max_windows:
-        return Verdict("rollback", gain, lower, upper, m, f"inconclusive after {m} windows")
+        return Verdict("rollback", gain, lower, upper, m, f"inconclusive after {m} windows "
+                                                          f"(measured {gain:+.1%})")
     return Verdict("continue", gain, lower, upper, m, "undecided")

@@ -100,7 +100,8 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
         return Action("hold", state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
-        return _converge(state, tuning, now, f"no candidate worth a canary (best N={p.best_n})",
+        state.near_tie = p.tie_reason or None
+        return _converge(state, tuning, now, p.tie_reason or f"no candidate worth a canary (best N={p.best_n})",
                          numbers=p.to_json())
     n = p.next_canary
     state.canary_n = n
@@ -156,11 +157,12 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     canary = [r for r in window if r.track == "canary"]
     model = _model(state)
     loads = _loads(state)
-    v = judge(stable, canary, model, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
+    round_stable = [r for r in state.records if r.track == "stable"]
+    v = judge(round_stable, canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
               tuning.canary.windows)
-    numbers: dict[str, Any] = {"verdict": v.to_json(), "kappa": round(model.kappa_mean(), 4),
-                               "kappa_sd": round(model.kappa_sd(), 4)}
-    if v.decision == "continue" and state.seq - since + 1 >= 2 * tuning.canary.windows:
+    numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
+    if v.decision == "continue" and v.windows < tuning.canary.windows \
+            and state.seq - since + 1 >= 2 * tuning.canary.windows:
         # Windows go by but the canary yields no comparable data (no traffic, wrong N): give up on it.
         return _rollback(state, now, f"only {v.windows} comparable windows in {state.seq - since + 1}", numbers)
     if v.decision == "continue":
@@ -264,9 +266,11 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
                  _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
                  exclude=state.tried)
         if p.next_canary is None:
-            return Action("hold", state.stable_n, "converged")
+            state.near_tie = p.tie_reason or None
+            return Action("hold", state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
         reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
+    state.near_tie = None
     state.canaries_in_round = 0
     state.windows_in_round = 0
     state.tried = []

@@ -28,6 +28,8 @@ RESTART_WINDOWS = 1.0
 ANALYSIS_WINDOWS = 3.0
 # Windows over which a better N pays back; one round of tuning is judged against this horizon.
 VALUE_HORIZON_WINDOWS = 96.0
+# Below this probability of beating the stable by the margin, an N expected within the margin is a near tie.
+TIE_PROBABILITY = 0.1
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,21 @@ class Plan:
     cost: dict[int, float]  # expected cost of that canary (relative, over the horizon)
     best_n: int  # highest expected goodput
     next_canary: int | None
+    near_tie: int | None = None  # an N expected better than stable, but by less than the margin
+
+    @property
+    def tie_reason(self) -> str:
+        """What the status says about a near tie ('' when there is none)."""
+        if self.near_tie is None:
+            return ""
+        return (f"N={self.near_tie} expected {self.gain[self.near_tie]:+.1%} against N={self.stable_n}: "
+                f"inside the promotion margin, too small to prove; no canary spent on it")
 
     def to_json(self) -> dict:
         r = lambda d: {str(k): round(v * 100, 3) for k, v in d.items()}  # noqa: E731 - percent, short
         return {"stable_n": self.stable_n, "gain_pct": r(self.gain), "value_pct": r(self.value),
-                "cost_pct": r(self.cost), "best_n": self.best_n, "next_canary": self.next_canary}
+                "cost_pct": r(self.cost), "best_n": self.best_n, "next_canary": self.next_canary,
+                "near_tie": self.near_tie}
 
 
 def posterior_goodput(method: str, records: Sequence[WindowRecord], model: StepModel,
@@ -52,7 +64,7 @@ def posterior_goodput(method: str, records: Sequence[WindowRecord], model: StepM
                       samples: int = SAMPLES) -> np.ndarray:
     """(M, J) goodput samples for every candidate under the current knowledge."""
     lengths = sample_lengths(method, records, candidates, Draws.make(samples))
-    return goodput_samples(model, candidates, lengths, model.kappa_samples(samples), loads, objective)
+    return goodput_samples(model, candidates, lengths, loads, objective)
 
 
 def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
@@ -70,6 +82,7 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
     gain = {n: float(mean[j] / scale - 1.0) for j, n in enumerate(cands)}
     # Only a gain above the margin can be promoted, so smaller ones are worth nothing.
     promotable = np.where(g > base[:, None] * (1.0 + margin), g - base[:, None], 0.0)
+    p_promotable = (promotable > 0).mean(axis=0)
     restart_cost = canary_share * RESTART_WINDOWS / VALUE_HORIZON_WINDOWS
     value: dict[int, float] = {}
     cost: dict[int, float] = {}
@@ -77,6 +90,10 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
         if c == stable_n or c in exclude or c not in candidates:
             continue
         idx = [cands.index(n) for n in revealed_by(method, c, cands, records) if n != stable_n]
+        # Near ties are said, not paid for: a canary must reveal an N that beats the margin in expectation
+        # or with a fair chance (an N the model knows little about is no tie).
+        if not any(gain[cands[i]] >= margin or p_promotable[i] >= TIE_PROBABILITY for i in idx):
+            continue
         # Promoting a revealed N other than c takes one more canary.
         extra = np.array([0.0 if cands[i] == c else restart_cost * scale for i in idx])
         best = (promotable[:, idx] - extra[None, :]).max(axis=1) if idx else np.zeros_like(base)
@@ -86,5 +103,6 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
     net = {c: value[c] - cost[c] for c in value}
     pick = max(net, key=lambda c: (net[c], -abs(c - stable_n)), default=None)
     best_n = max((n for n in cands if n in candidates or n == stable_n), key=lambda n: mean[cands.index(n)])
-    return Plan(stable_n, gain, value, cost, best_n,
-                pick if pick is not None and net[pick] > 0 else None)
+    chosen = pick if pick is not None and net[pick] > 0 else None
+    tie = best_n if chosen is None and best_n != stable_n and 0 < gain[best_n] < margin else None
+    return Plan(stable_n, gain, value, cost, best_n, chosen, tie)

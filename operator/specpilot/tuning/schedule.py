@@ -40,7 +40,7 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
     """Per-load optima as a batch-size schedule, with its gain over the best single N."""
     cands = sorted(set(candidates))
     lengths = sample_lengths(method, records, cands, Draws.make(SAMPLES))
-    levels, weights, g = per_load_goodput(model, cands, lengths, model.kappa_samples(SAMPLES), loads)
+    levels, weights, g = per_load_goodput(model, cands, lengths, loads)
     if objective != "throughput":
         g = g / levels[:, None]  # per-request speed: every load counts alike
     best_per_level = [cands[int(row.argmax())] for row in g]

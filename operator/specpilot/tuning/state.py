@@ -1,7 +1,7 @@
 """The tuner's whole state as plain JSON: what `status.tuning` holds, so a restart resumes exactly.
 
 Everything the decisions depend on is here (phase, stable and canary N, the round's budget, the window
-records the survival curves are pooled from, the paired step times kappa is fitted to, the drift reference,
+records the survival curves are pooled from, the paired step times the step-time model is fitted to, the drift reference,
 the decision history); nothing is cached outside it. Lists are bounded so the status stays small.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from .observations import WindowRecord
 from .step_model import Pair
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 PHASES = ("observing", "canary_starting", "analysing", "promoting", "rolling_back", "converged")
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
@@ -41,6 +41,7 @@ class TunerState:
     converged_at: float | None = None
     converged_seq: int | None = None
     schedule: dict[str, Any] | None = None
+    near_tie: str | None = None  # at convergence: the better N whose gain is inside the margin, said not paid
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -64,7 +65,7 @@ class TunerState:
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
-            schedule=s.get("schedule"), history=list(s.get("history", [])))
+            schedule=s.get("schedule"), near_tie=s.get("nearTie"), history=list(s.get("history", [])))
 
     def to_status(self) -> dict[str, Any]:
         """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
@@ -77,7 +78,7 @@ class TunerState:
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,
             "convergedSeq": self.converged_seq,
-            "schedule": self.schedule, "history": copy.deepcopy(self.history),
+            "schedule": self.schedule, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
         }
 
     def copy(self) -> "TunerState":

@@ -1,17 +1,21 @@
-"""Step-time model t(N, B), learned online on top of a per-family prior shape.
+"""Step-time model f(N, B) = log t(N, B) - log t(0, B), learned online: a mixture of measured machine shapes,
+scaled, plus a per-N, per-load correction that bends the shape where the deployment says so.
 
-    t(N, B) = level(B) * (1 + kappa * x_family(N, B))
+    f(N, B) = log(1 + kappa * x_shape(N, B)) + g0(N) + u(B) g1(N)        u(B) = log2(B) / 8
 
-x_family is the relative overhead of speculating at N measured on the H200 (`costs.py`): verification of
-N + 1 tokens plus N drafter-head steps (sequential), one block pass (parallel) or nothing (near-free).
-kappa scales that overhead to the real deployment (a larger target makes the head relatively cheaper, a
-different GPU flattens or steepens verification). Its prior is log-normal around 1.
+- x_shape is the relative overhead of speculating at N on one measured machine (`costs.py`: dense 8B and
+  32B, two MoE targets, 70B over two GPUs, a CPU), per drafter family. Which shape, and the scale kappa,
+  are a discrete posterior on a grid (uniform over shapes; kappa log-normal around 1).
+- g0, g1 are a slope in N plus a random walk from g(0) = 0 (Gaussian; slope sd SLOPE_SD, step sd
+  CORRECTION_SD): the nonparametric part. A canary at 8 that runs slower than every shape predicts raises
+  the slope, so the estimate for every N (1..7 too) reflects it; the walk's variance is the honest
+  uncertainty away from measured N.
+- Sampled costs are made non-decreasing in N (speculating more never makes a step cheaper).
 
-The level cancels in every comparison between N at the same load, so only kappa is learned. Raw step times
-are confounded by load and traffic mix, so kappa is fitted to *paired* windows: stable and canary in the
-same window, at the same load, give d = log t_canary - log t_stable = log(1 + kappa x_c) - log(1 + kappa x_s)
-plus noise of unknown variance (integrated out with a weak inverse-gamma prior). The posterior lives on a
-fixed grid, so it is exact, cheap and deterministic.
+Only *paired* windows are evidence (stable and canary in the same window, at the same load): their log step
+ratio is f(N_c, B) - f(N_s, B) plus noise of unknown variance (integrated out with a weak inverse-gamma
+prior). The level t(0, B) cancels between N at equal load and is never needed. Everything is computed from
+the pairs on each call: exact, cheap and deterministic.
 """
 
 from __future__ import annotations
@@ -25,84 +29,159 @@ import numpy as np
 from specpilot_runtime.speculative import Family
 
 from . import costs
+from .cost_shapes import SHAPES
 
-KAPPA_GRID = np.exp(np.linspace(math.log(0.2), math.log(5.0), 121))
-# Prior spread of log kappa per family: a factor of 2 (1 sd) on the overhead of speculating, whatever the
-# drafter. The prior is one GPU and one 8B shape; a deployment whose speculation costs 3-4x what it predicts
-# (a target that is compute bound at low load, a slow drafter) must stay plausible enough that a canary
-# checks it, since nothing but a canary's paired step times can reveal it (at 0.4 the tuner converged on
-# N=3 where N=1 was 22% better without trying a canary).
-PRIOR_LOG_SD: dict[Family, float] = {
-    Family.SEQUENTIAL: 0.7, Family.PARALLEL: 0.7, Family.NEAR_FREE: 0.7, Family.NONE: 0.7,
-}
-# Weak prior on the per-window noise of a paired log step-time difference.
+SHAPE_NAMES: tuple[str, ...] = tuple(SHAPES)
+KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
+# Prior spread of log kappa: the shapes span the machines; kappa covers what lies between them (a bigger
+# or smaller drafter, kernels, a GPU that saturates earlier).
+KAPPA_PRIOR_SD = 0.5
+# Weak prior on the per-window noise of a paired log step-time ratio.
 NOISE_PRIOR_SD = 0.1
 NOISE_PRIOR_DOF = 2.0
+# Random-walk step (log cost per N) of the correction g0, and of its load interaction g1.
+CORRECTION_SD = 0.03
+# Prior sd of the correction's slope (log cost per N): a shape steeper or flatter than every measured one,
+# learnt from canaries above the stable and carried to the N below it.
+SLOPE_SD = 0.1
+# Floor on the noise variance the correction is fitted with (a perfect fit must not pin g exactly).
+MIN_NOISE_SD = 0.02
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One paired window: relative overheads of both tracks at the window's load, and the log step ratio."""
+    """One paired window: both tracks' N, the window's load and the measured log step ratio canary/stable."""
 
-    x_canary: float
-    x_stable: float
+    n_canary: int
+    n_stable: int
+    load: float
     log_ratio: float
 
     def to_json(self) -> list[float]:
-        return [self.x_canary, self.x_stable, self.log_ratio]
+        return [self.n_canary, self.n_stable, self.load, self.log_ratio]
 
     @classmethod
     def from_json(cls, v: Sequence[float]) -> "Pair":
-        return cls(float(v[0]), float(v[1]), float(v[2]))
+        return cls(int(v[0]), int(v[1]), float(v[2]), float(v[3]))
+
+
+def _u(loads: np.ndarray) -> np.ndarray:
+    return np.log2(np.maximum(loads, 1.0)) / 8.0
 
 
 class StepModel:
-    """Posterior over kappa given paired windows; predicts relative step times."""
+    """Posterior over (shape, kappa) and the correction g, given paired windows."""
 
     def __init__(self, family: Family, pairs: Sequence[Pair] = ()) -> None:
         self.family = family
         self.pairs = tuple(pairs)
-        self.weights = self._posterior()
+        self.weights, self.noise_var = self._posterior()  # (S, K) grid weights, posterior noise variance
+        self.n_seen = max((max(p.n_canary, p.n_stable) for p in self.pairs), default=0)
 
-    def _posterior(self) -> np.ndarray:
+    def _x(self, shape: str, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
+        return costs.overheads(self.family, shape, ns, loads)
+
+    def _pred(self, shape: str, nc: np.ndarray, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
+        """(K, P) predicted log step ratios for every kappa."""
+        k = KAPPA_GRID[:, None]
+        return np.log1p(k * self._x(shape, nc, loads)[None, :]) - np.log1p(k * self._x(shape, ns, loads)[None, :])
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        p = self.pairs
+        return (np.array([q.n_canary for q in p]), np.array([q.n_stable for q in p]),
+                np.array([q.load for q in p]), np.array([q.log_ratio for q in p]))
+
+    def _posterior(self) -> tuple[np.ndarray, float]:
         logk = np.log(KAPPA_GRID)
-        logp = -0.5 * (logk / PRIOR_LOG_SD[self.family]) ** 2
-        if self.pairs:
-            xc = np.array([p.x_canary for p in self.pairs])
-            xs = np.array([p.x_stable for p in self.pairs])
-            d = np.array([p.log_ratio for p in self.pairs])
-            k = KAPPA_GRID[:, None]
-            pred = np.log1p(k * xc[None, :]) - np.log1p(k * xs[None, :])
-            rss = ((d[None, :] - pred) ** 2).sum(axis=1)
-            n = len(self.pairs)
-            logp = logp - 0.5 * (n + NOISE_PRIOR_DOF) * np.log(
-                NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2 + rss)
+        logp = np.tile(-0.5 * (logk / KAPPA_PRIOR_SD) ** 2, (len(SHAPE_NAMES), 1))
+        if not self.pairs:
+            w = np.exp(logp - logp.max())
+            return w / w.sum(), NOISE_PRIOR_SD ** 2
+        nc, ns, loads, d = self._arrays()
+        n = len(d)
+        rss = np.array([((d[None, :] - self._pred(s, nc, ns, loads)) ** 2).sum(axis=1) for s in SHAPE_NAMES])
+        logp = logp - 0.5 * (n + NOISE_PRIOR_DOF) * np.log(NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2 + rss)
         w = np.exp(logp - logp.max())
-        return w / w.sum()
+        w /= w.sum()
+        noise = float((w * (NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2 + rss)).sum()) / (n + NOISE_PRIOR_DOF)
+        return w, noise
 
-    def overhead(self, n: int, load: float) -> float:
-        """Prior relative overhead x(N, B) of this family."""
-        return costs.relative_overhead(self.family, n, load)
+    def _mean_pred(self, nc: np.ndarray, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
+        """Posterior-mean predicted log step ratio of the parametric part."""
+        return sum((self.weights[i][:, None] * self._pred(s, nc, ns, loads)).sum(axis=0)
+                   for i, s in enumerate(SHAPE_NAMES))
+
+    def _correction(self, n_top: int) -> tuple[np.ndarray, np.ndarray]:
+        """Gaussian posterior of z = (w0(1..K), w1(1..K), beta0, beta1), K = n_top, from the residuals of
+        the parametric fit: g0(n) = beta0 n + w0(n), g1(n) = beta1 n + w1(n), w random walks from 0."""
+        k = n_top
+        size = 2 * k + 2
+        steps = np.eye(k) - np.eye(k, k=-1)
+        prec = np.zeros((size, size))
+        prec[:k, :k] = prec[k:2 * k, k:2 * k] = steps.T @ steps / CORRECTION_SD ** 2
+        prec[2 * k, 2 * k] = prec[2 * k + 1, 2 * k + 1] = 1.0 / SLOPE_SD ** 2
+        if not self.pairs:
+            return np.zeros(size), np.linalg.inv(prec)
+        nc, ns, loads, d = self._arrays()
+        resid = d - self._mean_pred(nc, ns, loads)
+        u = _u(loads)
+        a = np.zeros((len(d), size))
+        for i, (c, s) in enumerate(zip(nc, ns)):
+            for n, sign in ((c, 1.0), (s, -1.0)):
+                if n > 0:
+                    a[i, n - 1] += sign
+                    a[i, k + n - 1] += sign * u[i]
+            a[i, 2 * k] = c - s
+            a[i, 2 * k + 1] = (c - s) * u[i]
+        noise = max(self.noise_var, MIN_NOISE_SD ** 2)
+        cov = np.linalg.inv(prec + a.T @ a / noise)
+        return cov @ (a.T @ resid / noise), (cov + cov.T) / 2
+
+    def _g(self, n_top: int, loads: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+        """(M, L, n_top + 1) samples of the correction g0(n) + u(B) g1(n) for n = 0..n_top."""
+        k = n_top
+        mean, cov = self._correction(k)
+        chol = np.linalg.cholesky(cov + 1e-12 * np.eye(len(mean)))
+        z = mean[None, :] + rng.standard_normal((m, len(mean))) @ chol.T
+        n = np.arange(1, k + 1)
+        out = np.zeros((m, 2, k + 1))
+        out[:, 0, 1:] = z[:, :k] + z[:, 2 * k, None] * n
+        out[:, 1, 1:] = z[:, k:2 * k] + z[:, 2 * k + 1, None] * n
+        return out[:, 0, None, :] + _u(loads)[None, :, None] * out[:, 1, None, :]
+
+    def log_cost_samples(self, candidates: Sequence[int], loads: Sequence[float], m: int,
+                         seed: int = 1) -> np.ndarray:
+        """(M, L, J): samples of f(N, B) = log t(N, B) / t(0, B) for each load level and candidate."""
+        rng = np.random.default_rng(seed)
+        loads_a = np.asarray(loads, dtype=float)
+        n_top = max(max(candidates, default=0), self.n_seen, 1)
+        grid_n = np.arange(n_top + 1)
+        # Stratified draws of (shape, kappa) from the grid posterior.
+        flat = self.weights.ravel()
+        cdf = np.cumsum(flat)
+        idx = rng.permutation(np.minimum(np.searchsorted(cdf, (np.arange(m) + 0.5) / m), flat.size - 1))
+        shape_i, kappa_i = np.unravel_index(idx, self.weights.shape)
+        f = np.zeros((m, len(loads_a), n_top + 1))
+        nn, bb = np.meshgrid(grid_n, loads_a)
+        for si in np.unique(shape_i):
+            rows = shape_i == si
+            x = self._x(SHAPE_NAMES[si], nn.ravel(), bb.ravel()).reshape(nn.shape)  # (L, n)
+            f[rows] = np.log1p(KAPPA_GRID[kappa_i[rows]][:, None, None] * x[None])
+        f += self._g(n_top, loads_a, m, rng)
+        f = np.maximum.accumulate(f, axis=2)
+        return f[:, :, list(candidates)]
 
     def pair(self, n_canary: int, n_stable: int, load: float, step_canary: float,
              step_stable: float) -> Pair:
-        return Pair(self.overhead(n_canary, load), self.overhead(n_stable, load),
-                    math.log(step_canary / step_stable))
+        return Pair(n_canary, n_stable, load, math.log(step_canary / step_stable))
 
-    def kappa_mean(self) -> float:
-        return float((self.weights * KAPPA_GRID).sum())
-
-    def kappa_sd(self) -> float:
-        mean = self.kappa_mean()
-        return float(math.sqrt((self.weights * (KAPPA_GRID - mean) ** 2).sum()))
-
-    def kappa_samples(self, m: int, seed: int = 1) -> np.ndarray:
-        """m stratified draws from the grid posterior, shuffled so they do not align with other draws."""
-        cdf = np.cumsum(self.weights)
-        u = (np.arange(m) + 0.5) / m
-        idx = np.minimum(np.searchsorted(cdf, u), len(KAPPA_GRID) - 1)
-        return np.random.default_rng(seed).permutation(KAPPA_GRID[idx])
+    def summary(self) -> dict[str, float | str]:
+        """The most likely shape, its probability and the mean kappa (for the decision history)."""
+        by_shape = self.weights.sum(axis=1)
+        best = int(by_shape.argmax())
+        return {"shape": SHAPE_NAMES[best], "shape_p": round(float(by_shape[best]), 3),
+                "kappa": round(float((self.weights.sum(axis=0) * KAPPA_GRID).sum()), 4)}
 
     def base_ms(self, load: float) -> float:
-        """Prior shape of the level across loads (t(0, B) on the H200): weighs loads against each other."""
+        """Prior shape of the level across loads (t(0, B) on the 8B H200): weighs loads against each other."""
         return costs.step_ms(self.family, 0, load)
