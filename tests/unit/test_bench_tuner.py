@@ -92,13 +92,17 @@ def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.Cap
     rc, out = run_cli(tmp_path, "--markdown", str(tmp_path / "table.md"))
     assert rc == 0
     doc = json.loads(out.read_text())
-    keys = {"name", "seed", "chosen_n", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct"}
+    keys = {"name", "seed", "chosen_n", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct",
+            "family", "promotions", "worst_promotion_pct"}
     assert len(doc["results"]) == 2 and {r["seed"] for r in doc["results"]} == {0, 1}
     assert set(doc["baselines"]) == {"sweep", "default", "hill-climb"}
     for rows in (doc["results"], *doc["baselines"].values()):
         for r in rows:
             assert set(r) == keys
             assert r["canaries"] == len(r["tried"]) and r["regret_pct"] >= 0
+            # Promotions in order, each from the N it replaced: they chain from the default to the chosen N.
+            chain = [p["from"] for p in r["promotions"]] + [r["chosen_n"]]
+            assert all(p["to"] == nxt for p, nxt in zip(r["promotions"], chain[1:]))
     assert doc["baselines"]["sweep"][0]["canaries"] == 3  # every other candidate of 0..3
     assert doc["baselines"]["default"][0]["canaries"] == 0
     captured = capsys.readouterr()
@@ -131,3 +135,16 @@ def test_shipped_profiles_are_what_the_calibration_builds() -> None:
 
     path = Path(cli.__file__).parent / "profiles" / "article.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(build()))
+
+
+def test_generated_profiles_are_what_the_generator_builds_and_cover_every_family() -> None:
+    from specpilot_harness.bench.generate import FAMILIES, SPLITS, build
+
+    for split in SPLITS:
+        path = Path(cli.__file__).parent / "profiles" / f"generated-{split}.json"
+        doc = json.loads(path.read_text())
+        assert doc == json.loads(json.dumps(build(split)))
+        profiles = parse_profiles(doc)
+        assert len(profiles) >= 50 and {p.family for p in profiles} == set(FAMILIES)
+        assert len({p.oracle_n() for p in profiles}) >= 5  # the best N varies widely
+    assert not set(SPLITS["dev"]) & set(SPLITS["holdout"])

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from . import operator_bench
 from .profile import ProfileError, parse_profiles
-from .report import markdown, run_all, table_rows
+from .report import family_rows, markdown, run_all, table_rows
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(*r, end_section=i == len(rows) - 2)
     out = Console(width=200)
     out.print(table)
+    fam_header, fam = family_rows(res)
+    if fam:
+        ftable = Table(title="by cost-shape family")
+        for h in fam_header:
+            ftable.add_column(h, justify="left" if h == "family" else "right")
+        for i, r in enumerate(fam):
+            ftable.add_row(*r, end_section=i == len(fam) - 2)
+        out.print(ftable)
     s = res.summary()
     for name, v in s.items():
         out.print(f"{name:>10}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "

@@ -31,6 +31,7 @@ class Profile:
     concurrency: dict[int, float]  # normalised weights
     noise: float
     default_n: int
+    family: str = ""  # cost-shape family of a generated profile (results are summarised by it)
 
     def survival_at(self, n: int) -> tuple[float, ...]:
         """S_1..S_N when running at N."""
@@ -103,7 +104,7 @@ def parse_profile(d: Any, index: int = 0) -> Profile:
     default_n = int(d.get("default_n", min(METHODS[method].default_n, max_n)))
     return Profile(name=str(d["name"]), method=method, max_n=max_n, survival=survival, survival_by_n=by_n,
                    step_time_ms=steps, concurrency={b: w / total for b, w in conc.items()}, noise=noise,
-                   default_n=default_n)
+                   default_n=default_n, family=str(d.get("family", "")))
 
 
 def parse_profiles(doc: Any) -> list[Profile]:

@@ -16,7 +16,9 @@ def row(profile: Profile, seed: int, run: Run) -> dict[str, Any]:
     regret = 1.0 - profile.goodput(run.chosen_n) / profile.goodput(oracle)
     return {"name": profile.name, "seed": seed, "chosen_n": run.chosen_n, "canaries": len(run.tried),
             "tried": list(run.tried), "oracle_n": oracle, "regret_pct": round(100 * regret, 3),
-            "exploration_cost_pct": round(100 * run.exploration_cost, 3)}
+            "exploration_cost_pct": round(100 * run.exploration_cost, 3), "family": profile.family,
+            "promotions": [{"from": a, "to": b} for a, b in run.promotions],
+            "worst_promotion_pct": round(100 * worst_promotion(profile, run), 3)}
 
 
 def worst_promotion(profile: Profile, run: Run) -> float:
@@ -111,8 +113,26 @@ def table_rows(res: Results) -> tuple[list[str], list[list[str]]]:
     return header, out
 
 
+def family_rows(res: Results) -> tuple[list[str], list[list[str]]]:
+    """Per cost-shape family (generated profiles): the tuner's numbers against the baselines' regret."""
+    header = ["family", "profiles", "tuner mean regret %", "tuner max regret %", "canaries",
+              "worst promotion %", "sweep mean regret %", "hill-climb mean regret %", "default mean regret %"]
+    fams = list(dict.fromkeys(r["family"] for r in res.results if r["family"]))
+    out = []
+    for f in fams + ["all"]:
+        pick = lambda rows: [r for r in rows if f == "all" or r["family"] == f]  # noqa: E731
+        t = pick(res.results)
+        out.append([f, str(len({r["name"] for r in t})), f"{_mean(t, 'regret_pct'):.2f}",
+                    f"{max(r['regret_pct'] for r in t):.2f}", f"{_mean(t, 'canaries'):.2f}",
+                    f"{min(r['worst_promotion_pct'] for r in t):+.2f}",
+                    *(f"{_mean(pick(res.baselines[k]), 'regret_pct'):.2f}" for k in ("sweep", "hill-climb", "default"))])
+    return header, out if fams else []
+
+
 def markdown(res: Results) -> str:
-    header, rows = table_rows(res)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    lines = []
+    for header, rows in (table_rows(res), family_rows(res)):
+        if rows:
+            lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    return "\n".join(lines)

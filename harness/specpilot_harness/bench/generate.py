@@ -1,0 +1,162 @@
+"""Generated benchmark profiles: cost shapes x acceptance curves x load mixes, broad on purpose.
+
+    python -m specpilot_harness.bench.generate dev     > harness/specpilot_harness/bench/profiles/generated-dev.json
+    python -m specpilot_harness.bench.generate holdout > harness/specpilot_harness/bench/profiles/generated-holdout.json
+
+Each profile comes from one generator seed (`dev`: seeds 0..49, tuned on; `holdout`: seeds 1000..1049,
+never looked at while tuning). The seed picks, at random:
+
+- a cost shape family (seed mod 5, so the families are balanced) with random parameters:
+  `dense` (a measured dense table, 8B or 32B, its load axis stretched by 0.7-1.4x), `moe` (a random blend
+  of two measured MoE tables), `tp` (a dense table plus a fixed per-step cost of 30-150% of a plain step,
+  flat in N: all-reduces, host overhead), `old-gpu` (the 8B table at 2-6x the load: a GPU that saturates
+  early) and `compute` (a parametric roofline whose cost grows with tokens from one sequence: a CPU);
+  drafter cost scaled by 0.5-2x;
+- an acceptance curve: conditional acceptance moving geometrically from a_1 to a_inf (weak or strong,
+  rising or falling with depth); for parallel drafters the curve also depends on N (longer blocks accept
+  less at every position, or the curve drops past a point in the block);
+- a load mix: one level in 1..256 (1..16 on `compute`) or two levels with a random split.
+
+Step times are the tables' shapes; their level does not matter to the oracle. The generator never reads
+the tuner's prior: the measured tables are the machines, the perturbations are what no prior has seen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+
+from specpilot.tuning import costs
+from specpilot_runtime.speculative import METHODS, Family
+
+FAMILIES = ("dense", "moe", "tp", "old-gpu", "compute")
+SPLITS = {"dev": range(0, 50), "holdout": range(1000, 1050)}
+METHOD_CHOICES = ("mtp", "eagle3", "draft_model", "ngram", "dflash", "dspark")
+LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CPU_LOADS = (1, 2, 4, 8, 16)
+NOISE = 0.10
+
+
+def _max_n(method: str, rng: np.random.Generator) -> int:
+    if METHODS[method].family is Family.PARALLEL:
+        return int(rng.choice([7, 15]))
+    return 8 if method == "ngram" else 7
+
+
+def _survival(rng: np.random.Generator, n: int) -> tuple[list[float], dict]:
+    """Conditional acceptance from a_1 towards a_inf (rate 0.5 per position): S_k = a_1 ... a_k."""
+    strong = rng.random() < 0.5
+    a1 = float(rng.uniform(0.6, 0.92) if strong else rng.uniform(0.25, 0.6))
+    a_inf = float(np.clip(a1 + rng.uniform(-0.3, 0.3), 0.2, 0.97))
+    s, prev = [], 1.0
+    for j in range(n):
+        a = a_inf + (a1 - a_inf) * 0.5 ** j
+        prev *= a
+        s.append(round(prev, 5))
+    return s, {"a1": round(a1, 3), "a_inf": round(a_inf, 3)}
+
+
+def _by_n(rng: np.random.Generator, s: list[float], max_n: int) -> tuple[dict[str, list[float]], dict]:
+    """Parallel drafters: S_k(N) depends on N (dilution with block length, or a drop past a point)."""
+    kind = str(rng.choice(["dilute", "drop"]))
+    out = {}
+    if kind == "dilute":
+        rate = float(rng.uniform(0.0, 0.04))
+        for n in range(1, max_n + 1):
+            out[str(n)] = [round(x * math.exp(-rate * (n - 1)), 5) for x in s[:n]]
+        return out, {"by_n": kind, "rate": round(rate, 4)}
+    at = int(rng.integers(3, max_n + 1))
+    factor = float(rng.uniform(0.6, 0.95))
+    for n in range(at, max_n + 1):
+        out[str(n)] = [round(x * (factor if k + 1 >= at else 1.0), 5) for k, x in enumerate(s[:n])]
+    return out, {"by_n": kind, "at": at, "factor": round(factor, 3)}
+
+
+def _loads(rng: np.random.Generator, family: str) -> dict[str, float]:
+    levels = CPU_LOADS if family == "compute" else LOADS
+    if rng.random() < 0.5:
+        return {str(int(rng.choice(levels))): 1.0}
+    a, b = sorted(int(x) for x in rng.choice(levels, size=2, replace=False))
+    w = round(float(rng.uniform(0.2, 0.8)), 2)
+    return {str(a): w, str(b): round(1.0 - w, 2)}
+
+
+def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
+                loads: list[int]) -> tuple[dict[str, list[float]], dict]:
+    fam = METHODS[method].family
+    factor = float(rng.uniform(0.5, 2.0))
+    info: dict = {"drafter_factor": round(factor, 3)}
+    if family == "compute":
+        # Roofline of one pod: a memory-bound floor and compute that grows with the B (N + 1) tokens.
+        sat = float(np.exp(rng.uniform(0.0, math.log(16.0))))  # tokens per step where compute = memory floor
+        head = float(rng.uniform(0.03, 0.3))  # drafter head (or block pass) relative to the target
+        info.update(sat_tokens=round(sat, 3), head=round(head, 3))
+
+        def tgt(n: int, b: float) -> float:
+            return math.hypot(1.0, b * (n + 1) / sat)
+
+        def drf(n: int, b: float) -> float:
+            if n == 0 or fam in (Family.NONE, Family.NEAR_FREE):
+                return 0.0
+            per = head * factor * math.hypot(1.0, b / sat)
+            return per * (n if fam is Family.SEQUENTIAL else math.hypot(1.0, b * (n + 1) / sat) / math.hypot(1.0, b / sat))
+
+        return {str(b): [round(10.0 * (tgt(n, b) + drf(n, b)), 4) for n in range(max_n + 1)] for b in loads}, info
+    stretch, fixed, shapes = 1.0, 0.0, ["h200-dense8b"]
+    if family == "dense":
+        shapes = [str(rng.choice(["h200-dense8b", "h200-dense32b"]))]
+        stretch = float(rng.uniform(0.7, 1.4))
+    elif family == "moe":
+        shapes = [str(x) for x in rng.choice(["h200-moe-a3b-uniform", "h200-moe-a3b-pool32", "h200-moe512"],
+                                             size=2, replace=False)]
+    elif family == "tp":
+        shapes = [str(rng.choice(["h200-dense8b", "h200x2-dense70b-tp2"]))]
+        fixed = float(rng.uniform(0.3, 1.5))
+    else:  # old-gpu
+        stretch = float(rng.uniform(2.0, 6.0))
+    blend = float(rng.uniform(0.0, 1.0))
+    info.update(shapes=shapes, load_stretch=round(stretch, 3), fixed=round(fixed, 3), blend=round(blend, 3))
+
+    def t(n: int, b: float) -> float:
+        # Shapes blend as relative costs t(N) / t(0), at the first shape's level.
+        bb = b * stretch
+        rel = [(costs.target_ms(n, bb, s) + factor * costs.drafter_ms(fam, n, bb, s)) / costs.target_ms(0, bb, s)
+               for s in shapes]
+        r = rel[0] if len(rel) == 1 else blend * rel[0] + (1 - blend) * rel[1]
+        level = costs.target_ms(0, bb, shapes[0])
+        return level * (r + fixed)
+
+    return {str(b): [round(t(n, float(b)), 4) for n in range(max_n + 1)] for b in loads}, info
+
+
+def profile(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    family = FAMILIES[seed % len(FAMILIES)]
+    method = str(rng.choice(METHOD_CHOICES))
+    max_n = _max_n(method, rng)
+    s, acc = _survival(rng, max_n)
+    out: dict = {"name": f"gen-{family}-{method}-{seed}", "family": family, "method": method, "max_n": max_n,
+                 "survival": s}
+    if METHODS[method].family is Family.PARALLEL:
+        out["survival_by_n"], extra = _by_n(rng, s, max_n)
+        acc.update(extra)
+    conc = _loads(rng, family)
+    steps, cost = _step_times(rng, family, method, max_n, [int(b) for b in conc])
+    out.update(step_time_ms=steps, concurrency=conc, noise=NOISE,
+               generator={"seed": seed, "acceptance": acc, "cost": cost})
+    return out
+
+
+def build(split: str) -> dict:
+    return {"split": split, "seeds": [SPLITS[split][0], SPLITS[split][-1]],
+            "profiles": [profile(seed) for seed in SPLITS[split]]}
+
+
+if __name__ == "__main__":
+    split = sys.argv[1] if len(sys.argv) > 1 else "dev"
+    if split not in SPLITS:
+        sys.exit(f"usage: python -m specpilot_harness.bench.generate {{{'|'.join(SPLITS)}}}")
+    print(json.dumps(build(split), indent=1))
