@@ -102,8 +102,8 @@ def test_operator_pod_is_hardened() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["port"] == "metrics"
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "metrics"}
     # A writable /tmp, since the root filesystem is not.
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
@@ -209,6 +209,7 @@ def test_operator_command_line_is_one_specpilot_run_accepts(args: tuple[str, ...
     assert parsed.command == "run"
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert parsed.metrics_port == values["operator"]["metricsPort"]
+    assert parsed.liveness_stall_seconds == values["operator"]["livenessStallSeconds"]
     if "--set" in args and "watch.namespaces={team-a,team-b}" in args:
         assert parsed.namespaces == ["team-a", "team-b"] and not parsed.all_namespaces
     else:

@@ -16,6 +16,7 @@
 - --no-leader-election
 {{- end }}
 - --metrics-port={{ .Values.operator.metricsPort }}
+- --liveness-stall-seconds={{ .Values.operator.livenessStallSeconds }}
 - --scrape-max-bytes={{ int .Values.operator.scrapeMaxBytes }}
 {{- if .Values.operator.verbose }}
 - --verbose

@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from specpilot.api.validate import add_policy_arguments, policy_from
+from specpilot.controller.health import DEFAULT_STALL_S, HEARTBEAT_S
 from specpilot.controller.operator import OperatorOptions, run_operator
 from specpilot.scrape.pods import DEFAULT_MAX_BYTES, ScrapeLimits
 
@@ -20,8 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-n", "--namespace", action="append", dest="namespaces", default=[], metavar="NS",
                    help="watch this namespace (repeat for several; globs like 'team-*' work); default: all")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (the default)")
-    p.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics (default 8080)")
-    p.add_argument("--metrics-host", default="0.0.0.0", help="address /metrics binds (default 0.0.0.0)")
+    p.add_argument("--metrics-port", type=int, default=8080,
+                   help="port of /metrics, /healthz (liveness) and /readyz (readiness) (default 8080)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address that port binds (default 0.0.0.0)")
+    p.add_argument("--liveness-stall-seconds", type=float, default=DEFAULT_STALL_S, metavar="SECONDS",
+                   help=f"/healthz fails once the event loop has been stuck this long (default {DEFAULT_STALL_S:g})")
     p.add_argument("--lease-name", default="specpilot-operator", help="leader election Lease name")
     p.add_argument("--lease-namespace", help="Lease namespace (default: the pod's namespace, else default)")
     p.add_argument("--lease-duration", type=int, default=15, metavar="SECONDS",
@@ -44,8 +48,11 @@ def _run(args: argparse.Namespace) -> int:
         logging.getLogger("kopf").setLevel(logging.WARNING)
     if args.all_namespaces and args.namespaces:
         raise SystemExit("specpilot run: --all-namespaces and --namespace are exclusive")
+    if args.liveness_stall_seconds <= HEARTBEAT_S:
+        raise SystemExit(f"specpilot run: --liveness-stall-seconds must exceed the {HEARTBEAT_S:g} s heartbeat")
     opts = OperatorOptions(kubeconfig=args.kubeconfig, context=args.context, namespaces=args.namespaces,
                            metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                           stall_after_s=args.liveness_stall_seconds,
                            lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                            lease_duration_s=args.lease_duration, identity=args.identity,
                            leader_election=not args.no_leader_election, policy=policy_from(args),

@@ -1,8 +1,8 @@
-"""The operator's Prometheus metrics (names from metric_names) and the HTTP endpoint serving them."""
+"""The operator's Prometheus metrics (names from metric_names); health.py serves them."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from specpilot.controller import metric_names as m
 
@@ -26,9 +26,6 @@ class OperatorMetrics:
         self.invalid = Gauge(m.SPEC_INVALID, "1 while the spec fails validation.", [NS, DEP], registry=r)
         self.ready = Gauge(m.READY_REPLICAS, "Ready stable replicas.", [NS, DEP], registry=r)
         self.leader = Gauge(m.LEADER, "1 on the replica holding the leader Lease.", registry=r)
-
-    def serve(self, port: int, host: str = "0.0.0.0") -> None:
-        start_http_server(port, addr=host, registry=self.registry)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every per-object series of a deleted SpeculativeDeployment, counters included."""

@@ -17,6 +17,7 @@ from specpilot.api.validate import DEFAULT_POLICY, Policy
 from specpilot.controller import kopf_session, tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
+from specpilot.controller.health import DEFAULT_STALL_S, LEADER, STANDBY, STOPPING, Health, serve
 from specpilot.controller.kube import CONCURRENCY, FIELD_MANAGER, Kube, load_api_client
 from specpilot.controller.leader import LeaderLost, LeaseElector
 from specpilot.controller.metrics import OperatorMetrics
@@ -38,6 +39,7 @@ class OperatorOptions:
     namespaces: list[str] = field(default_factory=list)   # empty: all namespaces
     metrics_port: int = 8080
     metrics_host: str = "0.0.0.0"
+    stall_after_s: float = DEFAULT_STALL_S   # /healthz fails once the event loop is silent this long
     lease_name: str = "specpilot-operator"
     lease_namespace: str | None = None
     lease_duration_s: int = 15
@@ -80,15 +82,20 @@ async def run_operator(opts: OperatorOptions) -> int:
     # The Lease itself is written unfenced (that is how leadership is won); everything else is fenced.
     kube = Kube(load_api_client(opts.kubeconfig, opts.context), user_agent=f"{FIELD_MANAGER}/{identity}")
     metrics = OperatorMetrics()
-    metrics.serve(opts.metrics_port, opts.metrics_host)
+    health = Health(opts.stall_after_s)
+    # Born before Kopf starts, like the tasks below, and before the Lease, so standbys are watched too.
+    heartbeat = asyncio.create_task(health.heartbeat())
+    serve(opts.metrics_port, opts.metrics_host, health, metrics.registry)
     metrics.leader.set(0)
     elector = None
     if opts.leader_election:
         elector = LeaseElector(kube, _lease_namespace(opts, "default"), opts.lease_name, identity,
                                opts.lease_duration_s, max(0.5, opts.lease_duration_s / 5))
+        health.set_role(STANDBY)
         await elector.acquire()
     writer = kube.fenced(elector) if elector else kube
     metrics.leader.set(1)
+    health.set_role(LEADER)
     registry = kopf.OperatorRegistry()
     scheduler = Scheduler(Reconciler(writer, metrics, EventRecorder(writer, identity), opts.policy), metrics)
     register(registry, scheduler, _configure)
@@ -102,7 +109,8 @@ async def run_operator(opts: OperatorOptions) -> int:
     # them at shutdown, which would hold the exit for its 5-second grace period.
     holder = asyncio.create_task(elector.hold()) if elector else None
     operator = asyncio.create_task(kopf.operator(
-        registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces))
+        registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces,
+        ready_flag=health.kopf_ready))
     # No stop_flag: Kopf stops on SIGINT/SIGTERM itself, and a lost lease cancels it (below). Kopf leaves
     # its stop-flag waiter task pending at exit, which would cost its 5-second grace period.
     waiters: set[asyncio.Task[None]] = {operator}
@@ -115,6 +123,7 @@ async def run_operator(opts: OperatorOptions) -> int:
             log.error("%s; stopping so that only the new leader acts", holder.exception())
             code = 1
     finally:
+        health.set_role(STOPPING)
         if elector and code:
             elector.lose()  # already closed by hold(); said again so no path can skip it
         await scheduler.shutdown()
@@ -122,6 +131,7 @@ async def run_operator(opts: OperatorOptions) -> int:
         if holder:
             holder.cancel()
         await asyncio.gather(operator, return_exceptions=True)
+        heartbeat.cancel()
         metrics.leader.set(0)
         if elector and code == 0:
             await asyncio.to_thread(elector.release)
