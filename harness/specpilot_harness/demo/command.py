@@ -11,6 +11,8 @@ from rich.console import Console
 
 from specpilot.api.models import DURATION_PATTERN
 from specpilot_harness.demo.session import DemoError, DemoOptions, run_demo
+from specpilot_harness.realvllm.plot import sweep_plot
+from specpilot_harness.realvllm.run import REAL_METHODS, REAL_WINDOW, real_options, report, run_real, write_json
 
 DEFAULT_PROFILE = "qwen35-122b-mtp-math500"
 
@@ -23,25 +25,38 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Service, and show the tuner live: windows, survival per position, measured, predicted and "
                     "true goodput per N, decisions. Ends when the tuner converges (or at --time-limit) with a "
                     "summary and a PNG of goodput against N. See docs/demo.md.")
+    p.add_argument("--engine", choices=("sim", "vllm"), default="sim",
+                   help="sim (default): simulated engines, about a minute; vllm: real vLLM (the CPU build, "
+                        "installed on first use) serving tiny models in pods that run their real containers, "
+                        "then a measured sweep over every candidate N judges the tuner (about 10-15 minutes; "
+                        "docs/demo.md)")
+    p.add_argument("--method", choices=REAL_METHODS, default="draft_model",
+                   help="with --engine vllm: the speculative method (default draft_model: a noisy copy of the "
+                        "tiny target as its draft)")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"workload profile the simulated engines serve (default {DEFAULT_PROFILE}: MTP on "
                         "Qwen3.5-122B-A10B, MATH500, where N=3 serves 17%% less than N=7); any name from "
                         "harness/specpilot_harness/bench/profiles/article.json or the runtime's bundled profiles")
     p.add_argument("--time-limit", type=float, default=240.0, metavar="SECONDS",
                    help="stop after this long even if the tuner has not converged (default 240)")
-    p.add_argument("--window", default="2s", help="tuning.canary.analysisWindow, wall time (default 2s)")
+    p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 15s with --engine vllm)")
     p.add_argument("--time-scale", type=float, default=3.0,
                    help="simulated engines run this many times faster than wall time, so a 2 s window holds "
                         "6 s of serving (default 3; higher needs more CPU for the streamed tokens)")
     p.add_argument("--concurrency", type=int, default=8, help="concurrent streamed requests (default 8)")
-    p.add_argument("--out", type=Path, default=Path("out/demo-goodput.png"),
-                   help="where to write the goodput plot (default out/demo-goodput.png)")
+    p.add_argument("--out", type=Path,
+                   help="where to write the goodput plot (default out/demo-goodput.png; with --engine vllm "
+                        "out/demo-vllm.png, and the run's JSON beside it)")
     p.add_argument("--workdir", type=Path, default=Path(".specpilot/demo"),
                    help="kubeconfig and sandbox log (default .specpilot/demo)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.engine == "vllm":
+        return _run_real(args)
+    args.window = args.window or "2s"
+    args.out = args.out or Path("out/demo-goodput.png")
     if not re.fullmatch(DURATION_PATTERN, args.window):
         raise SystemExit(f"specpilot demo: --window {args.window!r} is not a duration like 2s or 1m")
     if args.time_scale <= 0 or args.concurrency < 1 or args.time_limit <= 0:
@@ -56,3 +71,22 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"[red]specpilot demo: {exc}[/red]")
         return 1
     return 0 if (status.get("tuning") or {}).get("phase") == "converged" else 1
+
+
+def _run_real(args: argparse.Namespace) -> int:
+    window = args.window or REAL_WINDOW
+    if not re.fullmatch(DURATION_PATTERN, window):
+        raise SystemExit(f"specpilot demo: --window {window!r} is not a duration like 15s or 1m")
+    opts = real_options(args.method, window, args.workdir / "vllm")
+    console = Console()
+    try:
+        result = asyncio.run(run_real(opts, console))
+    except DemoError as exc:
+        console.print(f"[red]specpilot demo: {exc}[/red]")
+        return 1
+    out = args.out or Path("out/demo-vllm.png")
+    out_json = write_json(result, out.with_suffix(".json"))
+    png = sweep_plot(result, out)
+    console.print(report(result))
+    console.print(f"Wrote {out_json} and {png}")
+    return 0

@@ -12,7 +12,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -34,6 +35,7 @@ from specpilot_harness.ports import free_port
 
 NAME, NAMESPACE = "demo", "default"
 START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
 POLL_S = 1.0
 
 
@@ -77,14 +79,14 @@ def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def sandbox(workdir: Path) -> AsyncIterator[Path]:
+async def sandbox(workdir: Path, extra_args: Sequence[str] = ()) -> AsyncIterator[Path]:
     """`specpilot sandbox` with its operator, logging to workdir/sandbox.log; yields the kubeconfig."""
     workdir.mkdir(parents=True, exist_ok=True)
     kubeconfig, log_path = workdir / "kubeconfig", workdir / "sandbox.log"
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "specpilot.cli", "sandbox", "--port", "0", "--kubeconfig", str(kubeconfig),
-            "--metrics-port", str(free_port()), stdout=log, stderr=log)
+            "--metrics-port", str(free_port()), *extra_args, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not re.search(r"API server at http://127\.0\.0\.1:\d+", log_path.read_text(errors="replace")):
@@ -96,7 +98,8 @@ async def sandbox(workdir: Path) -> AsyncIterator[Path]:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)
             try:
-                await asyncio.wait_for(proc.wait(), 30)
+                # Pods drain as on a node being shut down (preStop, SIGTERM, grace period).
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
             except TimeoutError:
                 proc.kill()
                 await proc.wait()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fnmatch
 import json
 import logging
@@ -48,6 +49,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENGINE_CONFIG_KEY = "engine.json"
 WILDCARD_HOSTS = ("0.0.0.0", "::")
 ROOT = Path(__file__).resolve().parents[3]
+_PR_SET_PDEATHSIG = 1
 VLLM_VENV_BIN = ROOT / ".tools" / "vllm-venv" / "bin"
 
 
@@ -95,6 +97,11 @@ class _Pod:
     root: Path
     procs: list[tuple[dict[str, Any], asyncio.subprocess.Process]] = field(default_factory=list)
     failed: str | None = None
+
+
+def _die_with_sandbox() -> None:
+    """In the child before exec: killed when the sandbox goes, so no container outlives its node."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _port(container: dict[str, Any], port: int | str) -> int:
@@ -211,7 +218,8 @@ class ExecRuntime:
         try:
             return await asyncio.create_subprocess_exec(program, *argv[1:], env=env, cwd=str(pod.root),
                                                         stdin=subprocess.DEVNULL, stdout=logfile,
-                                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                                        preexec_fn=_die_with_sandbox)
         finally:
             logfile.close()
 
