@@ -13,6 +13,7 @@ from aiohttp import web
 
 from specpilot_harness.sandbox import discovery, errors, protobuf
 from specpilot_harness.sandbox.errors import ApiError
+from specpilot_harness.sandbox.faults import Fault, FaultInjector, Injection, parse
 from specpilot_harness.sandbox.resources import Registry, ResourceType
 from specpilot_harness.sandbox.selectors import SelectorError
 from specpilot_harness.sandbox.store import Admission, Store
@@ -57,6 +58,10 @@ class ApiServer:
         self.address = "127.0.0.1:0"
         self._runner: web.AppRunner | None = None
         self._streams: set[web.StreamResponse] = set()
+        self.faults = FaultInjector()
+        self._bound: tuple[str, int] = ("127.0.0.1", 0)
+        self._scheduled: set[asyncio.Task[None]] = set()
+        self._watch_agents: dict[Any, tuple[str, str]] = {}  # live watch -> (User-Agent, path)
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -72,11 +77,92 @@ class ApiServer:
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.address = f"{host}:{bound}"
+        self._bound = (host, int(bound))
         return int(bound)
 
     async def stop(self) -> None:
+        for task in self._scheduled:
+            task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+            self._runner = None
+
+    # ---- faults on purpose (faults.py) ---------------------------------------------------------
+
+    def set_faults(self, rules: list[dict[str, Any]], seed: int | None = None, replace: bool = True) -> None:
+        """Replace the fault rules (or add to them); each rule's schedule counts from now."""
+        added = parse(rules)
+        if replace:
+            self.faults = FaultInjector(seed)
+            for task in self._scheduled:
+                task.cancel()
+        self.faults.rules.extend(added)
+        for rule in (r for r in added if r.kind in ("restart", "gone")):
+            task = asyncio.ensure_future(self._restart(rule) if rule.kind == "restart" else self._compact(rule))
+            self._scheduled.add(task)
+            task.add_done_callback(self._scheduled.discard)
+
+    async def _restart(self, rule: Fault) -> None:
+        """Like an API server process restarting: every connection drops, nothing listens for `down_s`,
+        then the same port serves the same store (watches resume from their resourceVersion)."""
+        await asyncio.sleep(rule.after_s)
+        log.warning("fault: API server restarting, down for %.1fs", rule.down_s)
+        rule.injected += 1
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await asyncio.sleep(rule.down_s)
+        await self.start(*self._bound)
+
+    async def _compact(self, rule: Fault) -> None:
+        """Like etcd compacting its history: the matching watches in progress end with 410 Expired, and
+        resuming from a resourceVersion up to now gets 410 (faults.Fault.matches)."""
+        await asyncio.sleep(rule.after_s)
+        rule.compacted_rv = self.store.rv
+        expired = ApiError(410, "Expired", f"too old resource version: {self.store.rv}").status()
+        for watch, (agent, path) in list(self._watch_agents.items()):
+            if rule.matches("GET", path, agent, True, rule.compacted_rv):
+                rule.injected += 1
+                watch.queue.put_nowait(("ERROR", expired))
+
+    async def _control(self, request: web.Request) -> web.StreamResponse:
+        """`/sandbox/faults`: GET the rules with their counts, PUT {"faults": [...], "seed": n} to replace
+        them, POST {"faults": [...]} to add some (schedules count from then), DELETE to clear."""
+        if request.path.rstrip("/") != "/sandbox/faults":
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if request.method in ("PUT", "POST"):
+            body = await self._body(request)
+            try:
+                self.set_faults(body.get("faults") or [], body.get("seed"), replace=request.method == "PUT")
+            except (TypeError, ValueError) as exc:
+                raise errors.bad_request(f"invalid faults: {exc}") from exc
+        elif request.method == "DELETE":
+            self.set_faults([])
+        return _json(self.faults.report())
+
+    async def _inject(self, request: web.Request) -> web.StreamResponse | None:
+        """The injected answer for this request, None to serve it (after any injected latency)."""
+        q = request.query
+        watching = _flag(request, "watch")
+        since = q.get("resourceVersion", "0")
+        got: Injection = self.faults.decide(request.method, request.path, request.headers.get("User-Agent", ""),
+                                            watching, int(since) if watching and since.isdigit() and since != "0"
+                                            else None)
+        if got.delay_s:
+            await asyncio.sleep(got.delay_s)
+        if got.status is None:
+            return None
+        if got.status == 410:
+            expired = ApiError(410, "Expired", f"too old resource version: {q.get('resourceVersion')}")
+            return web.Response(body=json.dumps({"type": "ERROR", "object": expired.status()}).encode() + b"\n",
+                                content_type="application/json")
+        message = {409: "the object has been modified; please apply your changes to the latest version and "
+                        "try again", 429: "the server has received too many requests and has asked us to try "
+                                          "again later"}.get(got.status, "injected fault")
+        resp = _json(ApiError(got.status, got.reason, message).status(), got.status)
+        if got.retry_after_s is not None:
+            resp.headers["Retry-After"] = str(got.retry_after_s)
+        return resp
 
     # ---- routing -------------------------------------------------------------------------------
 
@@ -84,6 +170,12 @@ class ApiServer:
         try:
             self._refuse_browsers(request)
             self._check_media_type(request)
+            if request.path.startswith("/sandbox/"):
+                return await self._control(request)
+            if self.faults.rules:
+                injected = await self._inject(request)
+                if injected is not None:
+                    return injected
             return await self._route(request)
         except ApiError as exc:
             return _json(exc.status(), exc.code)
@@ -322,6 +414,7 @@ class ApiServer:
         deadline = loop.time() + float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT_S)
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
+        self._watch_agents[watch] = (request.headers.get("User-Agent", ""), request.path)
         try:
             await resp.prepare(request)
             while True:
@@ -348,5 +441,6 @@ class ApiServer:
         except ConnectionResetError:
             pass  # the client went away; its watch ends here
         finally:
+            self._watch_agents.pop(watch, None)
             self.store.unwatch(watch)
         return resp

@@ -2,9 +2,10 @@
 
 Every trigger funnels into `Scheduler.request`, which serialises reconciles per object and collapses
 bursts (a rollout changes the Deployment's status many times; one reconcile after the burst is enough).
-A failed reconcile is retried with exponential backoff and jitter a bounded number of times (the 60 s
-resync timer is the level-based safety net after that); an answer that will not change (a 4xx other
-than 429) is not retried, and a replica that is not the leader drops the work.
+A failed reconcile is retried with exponential backoff and full jitter, capped, until it succeeds: giving
+up after a few quick jittered attempts would leave a tuner's canary unrendered until the 60 s resync. An
+answer that will not change (a 4xx other than 429 and 409: a conflict is resolved by a fresh reconcile)
+is not retried, and a replica that is not the leader drops the work.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 log = logging.getLogger(__name__)
 
 RESYNC_INTERVAL_S = 60.0
-# Reconcile retries after the client's own: 1, 2, 4, 8, 16 s (jittered), then the resync timer's turn.
+# Reconcile retries after the client's own: up to 1, 2, 4, 8, 16, then 30 s (full jitter), until one works.
 RETRY = Backoff(attempts=5, base_s=1.0, cap_s=RESYNC_INTERVAL_S / 2)
 CHILD_RESOURCES = (("", "v1", "configmaps"), ("apps", "v1", "deployments"), ("", "v1", "services"))
 
@@ -80,12 +81,13 @@ class Scheduler:
         except Exception as exc:  # counted in metrics by the reconciler
             self._queued.discard(key)
             failures = self._failures[key] = self._failures.get(key, 0) + 1
-            if isinstance(exc, KubeError) and not exc.retriable or failures >= self.retry.attempts:
+            if not isinstance(exc, KubeError) and failures >= self.retry.attempts or \
+                    isinstance(exc, KubeError) and not exc.transient:
                 self._failures.pop(key, None)
                 log.warning("reconcile of %s/%s failed, not retrying (the next change or resync will): %s",
                             namespace, name, exc)
                 return
-            pause = self.retry.delay(failures - 1)
+            pause = self.retry.delay(min(failures - 1, 16))
             log.warning("reconcile of %s/%s failed, retry %d in %.1fs: %s", namespace, name, failures, pause, exc)
             self._keep(asyncio.ensure_future(self._later(pause, namespace, name)))
 
@@ -130,7 +132,7 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
             # Whatever Kopf did next (record progress, retry) would be a write: wait to be stopped.
             await asyncio.Event().wait()
         except KubeError as exc:
-            if not exc.retriable:
+            if not exc.transient:
                 raise kopf.PermanentError(f"API error: {exc}") from exc
             raise kopf.TemporaryError(f"API error: {exc}", delay=RETRY.delay(retry)) from exc
 

@@ -50,6 +50,12 @@ class KubeError(Exception):
         """Status 0 is a connection error; 429 and 5xx may go away; any other answer will not."""
         return self.status == 0 or self.status == 429 or self.status >= 500
 
+    @property
+    def transient(self) -> bool:
+        """Worth another reconcile: retriable, or a 409 Conflict (the object moved under the write; a
+        level-based reconcile reads it afresh, whereas resending the same body would not help)."""
+        return self.retriable or self.status == 409
+
 
 class NotLeader(Exception):
     """This operator does not hold the Lease (any more): it must not write."""

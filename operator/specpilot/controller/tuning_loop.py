@@ -26,7 +26,7 @@ from specpilot.api.validate import InvalidSpeculativeDeployment, load
 from specpilot.controller import capacity, traffic
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
-from specpilot.controller.kube import NotLeader, sd_path
+from specpilot.controller.kube import KubeError, NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
 from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # How often the wait between windows looks at the live spec: a hand edit of N is acted on within this.
 POLL_S = 0.5
+# A status write that meets a 409 is re-based on a fresh read this many times before the window is lost.
+CONFLICT_ATTEMPTS = 3
 
 
 def _enabled(spec: kopf.Spec, **_: Any) -> bool:
@@ -207,10 +209,16 @@ class TuningLoop:
         """Patch status from its current value, under the object's reconcile lock (the reconciler writes
         the other conditions; neither may write back a stale list)."""
         async with self.scheduler.lock(self.namespace, self.name):
-            current = await asyncio.to_thread(self.kube.get, self.path)
-            if current is None:
-                return
-            await asyncio.to_thread(self.kube.patch_status, self.path, patch_of(current.get("status") or {}))
+            for attempt in range(CONFLICT_ATTEMPTS):
+                current = await asyncio.to_thread(self.kube.get, self.path)
+                if current is None:
+                    return
+                try:
+                    await asyncio.to_thread(self.kube.patch_status, self.path, patch_of(current.get("status") or {}))
+                    return
+                except KubeError as exc:
+                    if exc.status != 409 or attempt + 1 == CONFLICT_ATTEMPTS:
+                        raise
 
     async def stop_tuning(self) -> None:
         """Tuning was turned off or the object is being deleted: the route gets its original rules back,
@@ -270,3 +278,8 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
                 await loop.stop_tuning()
             except NotLeader:
                 pass  # handing the canary back is the new leader's to do
+            except KubeError as exc:
+                # Kopf also stops daemons when its watches restart (an API server restart): failing here
+                # would hold the next daemon back for Kopf's daemon backoff (60 s). The status keeps the
+                # state, so the next daemon, or the next stop, carries on.
+                log.warning("tuning %s/%s: stopping: %s", namespace, name, exc)
