@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .commands import command_parser
 
 # Built-in subcommand modules; the harness adds `simulate` through the `specpilot_runtime.commands` group.
-COMMAND_MODULES: tuple[str, ...] = ("specpilot_runtime.serve",)
+COMMAND_MODULES: tuple[str, ...] = ("specpilot_runtime.serve", "specpilot_runtime.install")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

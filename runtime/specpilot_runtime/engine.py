@@ -7,6 +7,7 @@ holds only what specpilot sets, so it can be logged without dumping the pod's wh
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ PLUGIN_ENTRY_POINT = "specpilot_drafted_per_position"
 PLUGIN_ENABLE_ENV = "SPECPILOT_DRAFTED_PER_POSITION"
 # vLLM loads only the plugins this comma-separated list names, when it is set.
 VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
+PYTHONPATH = "PYTHONPATH"
 
 # ROCm reads HIP_VISIBLE_DEVICES, parts of vLLM and PyTorch read CUDA_VISIBLE_DEVICES: on AMD both must
 # name the same devices or workers bind to different GPUs than the scheduler counted.
@@ -75,6 +77,11 @@ def env(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
     """The variables specpilot sets for vLLM: the config's own env plus what the vendor and plugin need."""
     merged = _merged(cfg, inherited)
     out = dict(cfg.env)
+    # The pod's PYTHONPATH holds the runtime the init container copied, with its vLLM plugin: a user's
+    # PYTHONPATH adds to it rather than hiding the plugin from vLLM.
+    pod_path = inherited.get(PYTHONPATH)
+    if PYTHONPATH in out and pod_path:
+        out[PYTHONPATH] = os.pathsep.join([out[PYTHONPATH], pod_path])
     if cfg.accelerator.vendor == "amd":
         hip, cuda = merged.get(HIP_VISIBLE), merged.get(CUDA_VISIBLE)
         if hip is not None and cuda is None:

@@ -259,3 +259,14 @@ def test_gateway_routing_grants_httproutes_only_when_asked() -> None:
     assert httproute_verbs("--set", "rbac.gatewayApi=true") == {"get", "patch"}
     namespaced = ("--set", "rbac.gatewayApi=true", "--set", "watch.namespaces={team-a}")
     assert httproute_verbs(*namespaced) == {"get", "patch"}
+
+
+def test_serving_values_become_the_operators_serving_defaults() -> None:
+    from specpilot.render.images import serving_defaults_from
+    container = _operator_container(render(
+        "--set", "serving.images.nvidia=mirror.example/vllm-openai:v0.33.0",
+        "--set", "serving.imagePullSecrets={regcred,mirror}"))
+    got = serving_defaults_from(build_parser().parse_args(container["args"]))
+    assert got.images == {"amd": "vllm/vllm-openai-rocm:v0.33.0", "nvidia": "mirror.example/vllm-openai:v0.33.0"}
+    assert got.image_pull_secrets == ("regcred", "mirror")
+    assert got.runtime_image == container["image"]  # the runtime is copied from the operator's own image

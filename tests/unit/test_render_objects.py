@@ -99,7 +99,7 @@ def test_amd_pods_follow_amd_guidance() -> None:
     deployment = by_kind(render_track(sd("amd")))["Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
-    assert c["image"].endswith("-rocm-vllm-v0.33.0")
+    assert c["image"] == "vllm/vllm-openai-rocm:v0.33.0"
     assert c["resources"]["limits"] == {"amd.com/gpu": 2}
     assert pod["securityContext"] == {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [44]}
     assert c["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
@@ -112,14 +112,14 @@ def test_amd_pods_follow_amd_guidance() -> None:
 def test_nvidia_pods_take_nvidia_gpus_and_image() -> None:
     deployment = by_kind(render_track(sd("nvidia")))["Deployment"]
     c = container(deployment)
-    assert c["image"].endswith("-cuda-vllm-v0.33.0")
+    assert c["image"] == "vllm/vllm-openai:v0.33.0"
     assert c["resources"]["limits"] == {"nvidia.com/gpu": 2}
     assert "securityContext" not in c and "securityContext" not in deployment["spec"]["template"]["spec"]
 
 
 def test_container_runs_the_runtime_with_probes_and_a_named_port() -> None:
     c = container(by_kind(render_track(sd()))["Deployment"])
-    assert c["command"] == ["specpilot-runtime", "serve", "--config", "/etc/specpilot/engine.json"]
+    assert c["command"] == ["python3", "-m", "specpilot_runtime.cli", "serve", "--config", "/etc/specpilot/engine.json"]
     assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     budget = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]

@@ -21,6 +21,15 @@
 {{- if .Values.operator.verbose }}
 - --verbose
 {{- end }}
+{{- range $vendor, $image := .Values.serving.images }}
+{{- if $image }}
+- --serving-image={{ $vendor }}={{ $image }}
+{{- end }}
+{{- end }}
+{{- range .Values.serving.imagePullSecrets }}
+- --image-pull-secret={{ . }}
+{{- end }}
+- --runtime-image={{ default (include "specpilot.image" .) .Values.serving.runtimeImage }}
 {{- range .Values.operator.allowedHostPaths }}
 - --allow-host-path={{ . }}
 {{- end }}

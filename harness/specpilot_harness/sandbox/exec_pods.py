@@ -68,7 +68,8 @@ class ImageMap:
     @classmethod
     def default(cls) -> "ImageMap":
         """The operator image -> this interpreter's venv; every other (serving) image -> the vLLM CPU build."""
-        return cls((("*specpilot/operator*", Path(sys.executable).parent), ("*", VLLM_VENV_BIN)))
+        operator = Path(sys.executable).parent
+        return cls((("*specpilot/operator*", operator), ("*specpilot/specpilot:*", operator), ("*", VLLM_VENV_BIN)))
 
     @classmethod
     def parse(cls, items: list[str]) -> "ImageMap":

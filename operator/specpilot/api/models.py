@@ -69,9 +69,11 @@ MAX_OBJECT_NAME_LENGTH = 253
 ABSOLUTE_PATH_PATTERN = r"^(/[^/\x00-\x1f\x7f]+)+$"
 # Where specpilot mounts its own volumes in every serving pod (render/pod.py; a test keeps them equal):
 # a model cache mounted over, under or above them would hide engine.json or the shared memory.
-RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm")
+RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm", "/opt/specpilot")
 # Text without control characters; an image reference without whitespace either.
 PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+# A Secret's name: a lower-case DNS subdomain (RFC 1123).
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 
@@ -184,6 +186,13 @@ class SecretKeyRef(_Model):
     key: str = Field("token", max_length=MAX_OBJECT_NAME_LENGTH, description="Key within the Secret.")
 
 
+class LocalObjectReference(_Model):
+    """A Secret of the deployment's namespace, by name."""
+
+    name: str = Field(min_length=1, max_length=MAX_OBJECT_NAME_LENGTH, pattern=SECRET_NAME_PATTERN,
+                      description="Secret name (type kubernetes.io/dockerconfigjson).")
+
+
 class Engine(_Model):
     """How each vLLM server runs, beyond the speculative config."""
 
@@ -263,6 +272,16 @@ class SpeculativeDeploymentSpec(_Model):
         default_factory=list, max_length=16,
         description="Python packages the custom image adds to vLLM that a method needs (suffix: "
                     "arctic-inference); specpilot cannot look inside an image, so you declare them.")
+    image_pull_secrets: list[LocalObjectReference] | None = Field(
+        None, max_length=16,
+        description="Pull secrets of the serving pods (their serving image and the operator image the runtime "
+                    "is copied from); default: the operator's cluster-wide list. Given, even empty, it replaces "
+                    "that list.")
+    runtime_from: Literal["operatorImage", "servingImage"] = Field(
+        "operatorImage",
+        description="operatorImage: an init container copies the specpilot runtime from the operator image "
+                    "into the pod, so vLLM's published images work as they are; servingImage: the serving image "
+                    "already has specpilot installed (images/Dockerfile's runtime target), no init container.")
     speculative: Speculative = Field(description="Speculative-decoding method, draft and N.")
     engine: Engine = Field(default_factory=Engine, description="vLLM server settings.")
     tuning: Tuning = Field(default_factory=Tuning, description="Automatic tuning of N.")

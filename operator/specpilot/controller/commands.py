@@ -9,6 +9,7 @@ import logging
 from specpilot.api.validate import add_policy_arguments, policy_from
 from specpilot.controller.health import DEFAULT_STALL_S, HEARTBEAT_S
 from specpilot.controller.operator import OperatorOptions, run_operator
+from specpilot.render.images import add_serving_arguments, serving_defaults_from
 from specpilot.scrape.pods import DEFAULT_MAX_BYTES, ScrapeLimits
 
 
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default {DEFAULT_MAX_BYTES})")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_policy_arguments(p)
+    add_serving_arguments(p)
     p.set_defaults(func=_run)
 
 
@@ -56,5 +58,6 @@ def _run(args: argparse.Namespace) -> int:
                            lease_name=args.lease_name, lease_namespace=args.lease_namespace,
                            lease_duration_s=args.lease_duration, identity=args.identity,
                            leader_election=not args.no_leader_election, policy=policy_from(args),
+                           serving=serving_defaults_from(args),
                            scrape=ScrapeLimits(max_bytes=args.scrape_max_bytes))
     return asyncio.run(run_operator(opts))

@@ -22,6 +22,7 @@ from specpilot.controller.kube import CONCURRENCY, FIELD_MANAGER, Kube, load_api
 from specpilot.controller.leader import LeaderLost, LeaseElector
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
+from specpilot.render.images import DEFAULT_SERVING, ServingDefaults
 from specpilot.scrape.pods import ScrapeLimits
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class OperatorOptions:
     leader_election: bool = True
     scrape: ScrapeLimits = field(default_factory=ScrapeLimits)
     policy: Policy = DEFAULT_POLICY
+    serving: ServingDefaults = DEFAULT_SERVING
 
 
 def _identity() -> str:
@@ -97,7 +99,8 @@ async def run_operator(opts: OperatorOptions) -> int:
     metrics.leader.set(1)
     health.set_role(LEADER)
     registry = kopf.OperatorRegistry()
-    scheduler = Scheduler(Reconciler(writer, metrics, EventRecorder(writer, identity), opts.policy), metrics)
+    scheduler = Scheduler(Reconciler(writer, metrics, EventRecorder(writer, identity), opts.policy, opts.serving),
+                          metrics)
     register(registry, scheduler, _configure)
     tuning_loop.register(registry, scheduler, opts.scrape)
 

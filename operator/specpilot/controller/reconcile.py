@@ -57,8 +57,9 @@ def _content(obj: dict[str, Any]) -> dict[str, Any]:
 
 class Reconciler:
     def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder,
-                 policy: Policy = DEFAULT_POLICY) -> None:
+                 policy: Policy = DEFAULT_POLICY, serving: render.ServingDefaults = render.DEFAULT_SERVING) -> None:
         self.kube, self.metrics, self.events, self.policy = kube, metrics, events, policy
+        self.serving = serving  # cluster-wide serving image, pull secrets and runtime image
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
@@ -123,7 +124,8 @@ class Reconciler:
         self.metrics.invalid.labels(ns, name).set(0)
         plan = plan_tracks(sd, old_status)
         try:
-            desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj))
+            desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj),
+                                    defaults=self.serving)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
             # what runs alone and say so; retrying would not help until the loop writes another plan.

@@ -11,10 +11,12 @@ from typing import Any
 
 from ..api.models import SpeculativeDeployment
 from .engine import config_hash, config_map, engine_config, engine_json
+from .images import DEFAULT_SERVING, ServingDefaults
 from .names import Track, owner_reference
 from .workload import deployment, service, track_service
 
-__all__ = ["Track", "engine_config", "owner_reference", "render", "render_service", "render_track"]
+__all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "owner_reference", "render",
+           "render_service", "render_track"]
 
 
 def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -25,16 +27,19 @@ def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[
 
 
 def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | None = None,
-                 owner: dict[str, Any] | None = None, canary_running: bool = False) -> list[dict[str, Any]]:
+                 owner: dict[str, Any] | None = None, canary_running: bool = False,
+                 defaults: ServingDefaults = DEFAULT_SERVING) -> list[dict[str, Any]]:
     """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N);
-    `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace).
+    `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace); `defaults` are
+    the cluster-wide serving image, pull secrets and runtime image.
 
     Raises ValueError when `n` breaks the method's rules.
     """
     config = engine_config(sd, n)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
-    objects = [config_map(sd, track, text), deployment(sd, track, n_run, config_hash(text), canary_running)]
+    objects = [config_map(sd, track, text),
+               deployment(sd, track, n_run, config_hash(text), canary_running, defaults)]
     if sd.spec.tuning.canary.traffic_routing == "gateway":
         objects.append(track_service(sd, track))
     return _owned(objects, owner)
@@ -46,9 +51,10 @@ def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = Non
 
 
 def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int | None = None,
-           owner: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+           owner: dict[str, Any] | None = None, defaults: ServingDefaults = DEFAULT_SERVING) -> list[dict[str, Any]]:
     """Every child: the stable track, the Service, and the canary track when `canary_n` is given."""
-    objects = render_track(sd, "stable", stable_n, owner, canary_n is not None) + [render_service(sd, owner)]
+    objects = (render_track(sd, "stable", stable_n, owner, canary_n is not None, defaults)
+               + [render_service(sd, owner)])
     if canary_n is not None:
-        objects += render_track(sd, "canary", canary_n, owner)
+        objects += render_track(sd, "canary", canary_n, owner, defaults=defaults)
     return objects

@@ -11,6 +11,7 @@ from ..api import documents
 from ..api.models import KIND
 from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from
 from . import render_service, render_track
+from .images import add_serving_arguments, serving_defaults_from
 from .names import TRACKS
 
 
@@ -25,12 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--n", type=int, default=None, metavar="N",
                      help="num_speculative_tokens to render (default: spec.speculative.numSpeculativeTokens)")
     add_policy_arguments(cmd)
+    add_serving_arguments(cmd)
     cmd.set_defaults(func=_render)
 
 
 def _render(args: argparse.Namespace) -> int:
     objects = []
     failed = False
+    serving = serving_defaults_from(args)
     for path in args.filename:
         for doc in documents.read(path):
             if doc.error:
@@ -41,7 +44,7 @@ def _render(args: argparse.Namespace) -> int:
                 continue
             try:
                 sd = load(doc.obj, policy_from(args))
-                objects += render_track(sd, args.track, args.n)
+                objects += render_track(sd, args.track, args.n, defaults=serving)
                 if args.track == "stable":
                     objects.append(render_service(sd))
             except InvalidSpeculativeDeployment as err:

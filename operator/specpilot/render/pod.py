@@ -5,16 +5,21 @@ AMD pods follow AMD's vLLM guidance (docs/references.md §2): the amd.com/gpu re
 ROCm's kernel switch and, with the recommended security profile, seccomp Unconfined with SYS_PTRACE
 (security.py). NVIDIA pods take nvidia.com/gpu. Both run the specpilot runtime, which
 reads engine.json and supervises `vllm serve`; vLLM's API and /metrics share the `http` port.
+
+With vLLM's published images (spec.runtimeFrom operatorImage, the default) an init container from the
+operator image runs `specpilot-runtime install` onto an emptyDir that the vLLM container has on
+PYTHONPATH, and the container runs the copy with the image's python3 (runtime/specpilot_runtime/install.py).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
 
 from ..api.models import SpeculativeDeployment, gpu_resource
-from .images import image_for
+from .images import DEFAULT_SERVING, ServingDefaults, image_for
 from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
                     config_map_name, pod_labels)
 from .security import security_contexts
@@ -23,6 +28,17 @@ CONTAINER = "vllm"
 PORT_NAME = "http"
 SHM_SIZE = "8Gi"
 COMMAND = ["specpilot-runtime", "serve", "--config", ENGINE_CONFIG_PATH]
+# The runtime copied by the init container has no console script: the image's python3 runs the module.
+RUNTIME_DIR = "/opt/specpilot"
+RUNTIME_VOLUME = "specpilot-runtime"
+INSTALLER = "install-runtime"
+COPIED_COMMAND = ["python3", "-m", "specpilot_runtime.cli", "serve", "--config", ENGINE_CONFIG_PATH]
+INSTALL_COMMAND = ["specpilot-runtime", "install", "--to", RUNTIME_DIR]
+# The copy is ~0.3 MB; the installer is one short Python process.
+INSTALLER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+# Meets Pod Security restricted whatever the profile; the pod-level context (user, seccomp) still applies.
+INSTALLER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "capabilities": {"drop": ["ALL"]}}
 
 # vLLM's port opens only once the weights are loaded: allow 30 minutes (180 x 10 s) for large models.
 STARTUP_PERIOD_S = 10
@@ -59,9 +75,15 @@ def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
     return resources
 
 
+def _copied_runtime(sd: SpeculativeDeployment) -> bool:
+    return sd.spec.runtime_from == "operatorImage"
+
+
 def _env(sd: SpeculativeDeployment) -> list[dict[str, Any]]:
     """Pod-level env: vendor defaults and secrets. The user's env travels in engine.json."""
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in VENDOR_ENV[sd.spec.accelerator.vendor].items()]
+    if _copied_runtime(sd):
+        env.append({"name": "PYTHONPATH", "value": RUNTIME_DIR})
     cache = sd.spec.engine.model_cache
     if cache:
         env.append({"name": "HF_HOME", "value": cache.mount_path})
@@ -83,6 +105,9 @@ def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, An
         {"name": "engine-config", "mountPath": ENGINE_CONFIG_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
+    if _copied_runtime(sd):
+        volumes.append({"name": RUNTIME_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
+        mounts.append({"name": RUNTIME_VOLUME, "mountPath": RUNTIME_DIR, "readOnly": True})
     cache = sd.spec.engine.model_cache
     if cache:
         source: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": cache.claim_name}} if cache.claim_name
@@ -92,15 +117,31 @@ def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, An
     return volumes, mounts
 
 
-def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str) -> dict[str, Any]:
-    """The Deployment's pod template for one track running N = `n`."""
+def _installer(defaults: ServingDefaults) -> dict[str, Any]:
+    """The init container that copies the runtime from the operator image onto the shared emptyDir."""
+    return {"name": INSTALLER, "image": defaults.runtime_image, "imagePullPolicy": "IfNotPresent",
+            "command": list(INSTALL_COMMAND), "resources": copy.deepcopy(INSTALLER_RESOURCES),
+            "securityContext": copy.deepcopy(INSTALLER_SECURITY),
+            "volumeMounts": [{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_DIR}]}
+
+
+def _pull_secrets(sd: SpeculativeDeployment, defaults: ServingDefaults) -> list[dict[str, str]]:
+    names = ([s.name for s in sd.spec.image_pull_secrets] if sd.spec.image_pull_secrets is not None
+             else list(defaults.image_pull_secrets))
+    return [{"name": name} for name in dict.fromkeys(names)]
+
+
+def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str,
+                 defaults: ServingDefaults = DEFAULT_SERVING) -> dict[str, Any]:
+    """The Deployment's pod template for one track running N = `n`; `defaults` are the cluster-wide
+    serving settings the spec's own image and imagePullSecrets override."""
     vendor = sd.spec.accelerator.vendor
     volumes, mounts = _volumes(sd, track)
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": image_for(vendor, sd.spec.image),
+        "image": image_for(vendor, sd.spec.image, defaults),
         "imagePullPolicy": "IfNotPresent",
-        "command": list(COMMAND),
+        "command": list(COPIED_COMMAND if _copied_runtime(sd) else COMMAND),
         "ports": [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}],
         "env": _env(sd),
         "resources": _resources(sd),
@@ -119,6 +160,11 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "containers": [container],
         "volumes": volumes,
     }
+    if _copied_runtime(sd):
+        pod["initContainers"] = [_installer(defaults)]
+    pull_secrets = _pull_secrets(sd, defaults)
+    if pull_secrets:
+        pod["imagePullSecrets"] = pull_secrets
     pod_security, container_security = security_contexts(vendor, sd.spec.accelerator.security_profile)
     if container_security:
         container["securityContext"] = container_security

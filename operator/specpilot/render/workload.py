@@ -17,6 +17,7 @@ from .names import (
     service_name,
     track_service_name,
 )
+from .images import DEFAULT_SERVING, ServingDefaults
 from .pod import PORT_NAME, STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
 from .replicas import strategy, track_replicas
 
@@ -30,7 +31,7 @@ def _metadata(sd: SpeculativeDeployment, name: str, labels: dict[str, str]) -> d
 
 
 def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str,
-               canary_running: bool = False) -> dict[str, Any]:
+               canary_running: bool = False, defaults: ServingDefaults = DEFAULT_SERVING) -> dict[str, Any]:
     name = sd.metadata["name"]
     replicas = track_replicas(sd, track, canary_running)
     if track == "stable":
@@ -49,7 +50,7 @@ def deployment(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: str
             "strategy": strategy(sd),
             "progressDeadlineSeconds": max(deadline, 1),
             "revisionHistoryLimit": 3,
-            "template": pod_template(sd, track, n, engine_hash),
+            "template": pod_template(sd, track, n, engine_hash, defaults),
         },
     }
 
