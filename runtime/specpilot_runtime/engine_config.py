@@ -12,7 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .speculative import SPECULATIVE_FLAGS, Problem, SpeculativeConfig
 
-Vendor = Literal["amd", "nvidia", "cpu"]
+# GPUs a SpeculativeDeployment can ask for; the engine also runs on "cpu" (vLLM's CPU build, for tests).
+GpuVendor = Literal["amd", "nvidia"]
+Vendor = Literal[GpuVendor, "cpu"]
+MAX_ACCELERATORS = 16
 
 DEFAULT_PORT = 8000
 
@@ -46,10 +49,12 @@ NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 class Accelerator(BaseModel):
+    """What the engine runs on; the SpeculativeDeployment's `spec.accelerator` extends it for the pod."""
+
     model_config = ConfigDict(extra="forbid")
 
     vendor: Vendor = "amd"
-    count: int = Field(default=1, ge=1, le=16)
+    count: int = Field(default=1, ge=1, le=MAX_ACCELERATORS)
 
 
 class EngineConfig(BaseModel):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, MODEL_PATTERN, NO_NUL_PATTERN
+from specpilot_runtime import engine_config
 from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, REMOVED_METHODS
 
 GROUP = "specpilot.io"
@@ -99,12 +100,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-class Accelerator(_Model):
-    """GPUs for each replica."""
+class Accelerator(_Model, engine_config.Accelerator):
+    """GPUs for each replica: the engine's accelerator (vendor, count) plus how pods ask for them."""
 
-    vendor: Literal["amd", "nvidia"] = Field(
+    model_config = _Model.model_config
+    vendor: engine_config.GpuVendor = Field(  # type: ignore[assignment] - GPUs only; "cpu" is for tests
         "amd", description="GPU vendor: amd (ROCm, amd.com/gpu) or nvidia (CUDA, nvidia.com/gpu).")
-    count: int = Field(1, ge=1, le=16,
+    count: int = Field(1, ge=1, le=engine_config.MAX_ACCELERATORS,
                        description="GPUs per replica; vLLM runs with this tensor-parallel size.")
     resource_name: str | None = Field(
         None, max_length=MAX_OBJECT_NAME_LENGTH, pattern=EXTENDED_RESOURCE_PATTERN,
