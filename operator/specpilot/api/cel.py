@@ -20,9 +20,15 @@ from .schema import join
 Schema = dict[str, Any]
 
 
+@lru_cache(maxsize=1)
+def _environment() -> celpy.Environment:
+    """One for every rule: building one builds a Lark parser, which costs far more than compiling a rule."""
+    return celpy.Environment()
+
+
 @lru_cache(maxsize=None)
 def _program(rule: str) -> celpy.Runner:
-    env = celpy.Environment()
+    env = _environment()
     return env.program(env.compile(rule))
 
 
