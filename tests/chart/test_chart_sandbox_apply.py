@@ -28,7 +28,7 @@ class SandboxCluster:
         assert self.proc.stdout is not None
         # The first line names the API server once it listens.
         first = self.proc.stdout.readline().decode()
-        if not re.search(r"http://127\.0\.0\.1:\d+", first):
+        if not re.search(r"https://127\.0\.0\.1:\d+", first):
             self.stop()
             raise AssertionError(f"sandbox did not start: {first!r} {(workdir / 'sandbox.log').read_text()}")
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 from specpilot_harness.ports import free_port
+from specpilot_harness.sandbox.kubeconfig import Access
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "deploy" / "examples"
@@ -81,6 +82,10 @@ class Cluster:
     workdir: Path
     proc: subprocess.Popen[bytes]
     operators: list[Operator] = field(default_factory=list)
+
+    def access(self) -> Access:
+        """URL, CA and token for a test's own raw HTTP requests (kubectl reads them from the kubeconfig)."""
+        return Access.read(self.kubeconfig)
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KUBECACHEDIR": str(self.workdir / "kcache")}
@@ -170,7 +175,7 @@ def start_cluster(workdir: Path, *extra: str) -> Cluster:
                                                                         os.environ.get("PYTHONPATH")]))})
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
-    match = re.search(r"http://127\.0\.0\.1:\d+", line)
+    match = re.search(r"https://127\.0\.0\.1:\d+", line)
     if not match:
         proc.kill()
         raise AssertionError(f"sandbox did not start: {line!r} {(workdir / 'sandbox.log').read_text()}")

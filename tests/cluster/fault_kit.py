@@ -16,9 +16,10 @@ from cluster_kit import Cluster
 
 def _call(cluster: Cluster, method: str, body: Any = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
+    access = cluster.access()
     req = urllib.request.Request(cluster.url + "/sandbox/faults", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
+                                 headers={"Content-Type": "application/json", **access.headers})
+    with urllib.request.urlopen(req, timeout=10, context=access.ssl_context()) as resp:
         return json.loads(resp.read())
 
 
@@ -73,11 +74,14 @@ class Recorder:
         self._stop.set()
 
     def _watch(self, path: str) -> None:
+        access = self.cluster.access()
+        tls = access.ssl_context()
         rv = "0"
         while not self._stop.is_set():
             try:
                 url = f"{self.cluster.url}{path}?watch=true&resourceVersion={rv}&timeoutSeconds=5"
-                with urllib.request.urlopen(url, timeout=10) as resp:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=access.headers), timeout=10,
+                                            context=tls) as resp:
                     for line in resp:
                         event = json.loads(line)
                         if event["type"] == "ERROR":

@@ -19,7 +19,7 @@ def test_sandbox_command_runs_the_operator_and_cleans_up(tmp_path: Path) -> None
     try:
         assert proc.stdout is not None
         banner = "".join(proc.stdout.readline() for _ in range(3))
-        url = re.search(r"http://127\.0\.0\.1:\d+", banner)
+        url = re.search(r"https://127\.0\.0\.1:\d+", banner)
         assert url and f"export KUBECONFIG={kubeconfig}" in banner
         cluster = Cluster(url.group(0), kubeconfig, tmp_path, proc)
         obj = example("ngram")

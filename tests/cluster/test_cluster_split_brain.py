@@ -56,7 +56,8 @@ async def test_a_frozen_leader_writes_nothing_after_the_standby_takes_over(tmp_p
     kubeconfig = sandbox.write_kubeconfig(tmp_path / "kubeconfig")
     procs: list[asyncio.subprocess.Process] = []
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as api:
+        async with httpx.AsyncClient(base_url=url, headers=sandbox.access.headers,
+                                     verify=sandbox.access.ssl_context(), timeout=10) as api:
             await api.post("/api/v1/namespaces", json={"metadata": {"name": NS}})
 
             async def holder() -> str | None:

@@ -89,7 +89,7 @@ async def sandbox(workdir: Path, extra_args: Sequence[str] = ()) -> AsyncIterato
             "--metrics-port", str(free_port()), *extra_args, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not re.search(r"API server at http://127\.0\.0\.1:\d+", log_path.read_text(errors="replace")):
+        while not re.search(r"API server at https://127\.0\.0\.1:\d+", log_path.read_text(errors="replace")):
             if proc.returncode is not None or time.monotonic() > deadline:
                 raise DemoError(f"the sandbox did not start; see {log_path}")
             await asyncio.sleep(0.2)

@@ -6,6 +6,9 @@ import asyncio
 import base64
 import json
 import logging
+import secrets
+import ssl
+from collections import Counter
 from typing import Any
 
 import yaml
@@ -52,13 +55,18 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 class ApiServer:
-    def __init__(self, admission: Admission | None = None) -> None:
+    def __init__(self, admission: Admission | None = None, ssl_context: ssl.SSLContext | None = None,
+                 token: str | None = None) -> None:
+        """`token`: every request must carry `Authorization: Bearer <token>` (None: no authentication)."""
         self.registry = Registry()
+        self.ssl_context = ssl_context
+        self.token = token
         self.store = Store(self.registry, admission)
         self.address = "127.0.0.1:0"
         self._runner: web.AppRunner | None = None
         self._streams: set[web.StreamResponse] = set()
         self.faults = FaultInjector()
+        self.requests: Counter[str] = Counter()  # by client (User-Agent up to its first "/"), for benchmarks
         self._bound: tuple[str, int] = ("127.0.0.1", 0)
         self._scheduled: set[asyncio.Task[None]] = set()
         self._watch_agents: dict[Any, tuple[str, str]] = {}  # live watch -> (User-Agent, path)
@@ -73,7 +81,7 @@ class ApiServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
+        site = web.TCPSite(self._runner, host, port, ssl_context=self.ssl_context)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.address = f"{host}:{bound}"
@@ -128,6 +136,8 @@ class ApiServer:
     async def _control(self, request: web.Request) -> web.StreamResponse:
         """`/sandbox/faults`: GET the rules with their counts, PUT {"faults": [...], "seed": n} to replace
         them, POST {"faults": [...]} to add some (schedules count from then), DELETE to clear."""
+        if request.path.rstrip("/") == "/sandbox/requests":
+            return _json(dict(self.requests))
         if request.path.rstrip("/") != "/sandbox/faults":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if request.method in ("PUT", "POST"):
@@ -168,10 +178,12 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
+            self._authenticate(request)
             self._refuse_browsers(request)
             self._check_media_type(request)
             if request.path.startswith("/sandbox/"):
                 return await self._control(request)
+            self.requests[request.headers.get("User-Agent", "").split("/", 1)[0]] += 1
             if self.faults.rules:
                 injected = await self._inject(request)
                 if injected is not None:
@@ -183,6 +195,14 @@ class ApiServer:
             return _json(errors.bad_request(str(exc)).status(), 400)
         except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
             return _json(errors.bad_request(f"invalid request body: {exc}").status(), 400)
+
+    def _authenticate(self, request: web.Request) -> None:
+        """Like an API server with only a static token: anything else is 401 before it is looked at."""
+        if self.token is None:
+            return
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
+            raise ApiError(401, "Unauthorized", "Unauthorized")
 
     @staticmethod
     def _refuse_browsers(request: web.Request) -> None:
@@ -199,6 +219,8 @@ class ApiServer:
         if request.method not in ("POST", "PUT", "PATCH", "DELETE") or not request.can_read_body:
             return
         allowed = PATCH_TYPES if request.method == "PATCH" else BODY_TYPES
+        if "Content-Type" not in request.headers and request.method != "PATCH":
+            return  # the real server reads a body without a media type as JSON (the kubernetes client sends none)
         if request.content_type not in allowed:
             raise ApiError(415, "UnsupportedMediaType",
                            f'the body of the request was in an unknown format - accepted media types '
