@@ -94,7 +94,7 @@ def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
     """The CPU-sized run: the method's default N 4 (3 for ngram), candidates 0..5, four clients."""
     default_n = 3 if method == "ngram" else 4
     return RealRunOptions(method=method, default_n=default_n, candidates=tuple(range(6)), concurrency=4,
-                          window=window, windows=4, tune_limit_s=480.0, warmup_s=10.0, measure_s=30.0,
+                          window=window, windows=4, tune_limit_s=900.0, warmup_s=10.0, measure_s=30.0,
                           margin=0.02, workdir=workdir)
 
 
@@ -225,14 +225,24 @@ async def tune(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: 
     result.tune_s = time.monotonic() - started
 
 
+def _spec_at(n: int) -> dict[str, Any]:
+    """The merge patch of spec that serves N by hand (speculation off keeps no candidate but 0)."""
+    if n == 0:
+        return {"speculative": {"method": "off", "numSpeculativeTokens": 0, "draftModel": None},
+                "tuning": {"candidates": [0]}}
+    return {"speculative": {"numSpeculativeTokens": n}}
+
+
 async def sweep(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: str, result: RealRunResult,
                 console: Console) -> None:
     """Phase 2: tuning off; every candidate N served and measured under the same load."""
     started = time.monotonic()
     path = sd_path(NAMESPACE, name)
     await asyncio.to_thread(kube.merge_patch, path, {"spec": {"tuning": {"enabled": False}}})
-    for n in opts.candidates:
-        await asyncio.to_thread(kube.merge_patch, path, {"spec": {"speculative": {"numSpeculativeTokens": n}}})
+    # N=0 is speculation off (method "off"), as the tuner serves it; measured last so the others keep the
+    # method and draft they were tuned with.
+    for n in sorted(opts.candidates, key=lambda c: (c == 0, c)):
+        await asyncio.to_thread(kube.merge_patch, path, {"spec": _spec_at(n)})
         deadline = time.monotonic() + ROLLOUT_TIMEOUT_S
         while not await _serving_at(kube, name, n):
             if time.monotonic() > deadline:
