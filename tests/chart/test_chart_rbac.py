@@ -146,6 +146,7 @@ async def _life_of_a_speculative_deployment(api: httpx.AsyncClient, lease_path: 
     """What the operator is asked to handle; returns once it handled each step."""
     await _eventually("the operator to take its Lease", lambda: _lease_held(api, lease_path))
     sd = yaml.safe_load(EXAMPLE.read_text())
+    sd["spec"]["engine"] = {"modelCache": {"claimName": "models"}}  # tuned: its access modes are read
     name = sd["metadata"]["name"]
     sd_path = f"{SD_API}/namespaces/{WATCHED}/speculativedeployments/{name}"
     (await api.post(f"{SD_API}/namespaces/{WATCHED}/speculativedeployments", json=sd)).raise_for_status()
@@ -194,7 +195,9 @@ async def _record(chart_args: tuple[str, ...], tmp_path: Path) -> tuple[list[Cal
     log = tmp_path / "operator.log"
     operator = None
     try:
-        async with httpx.AsyncClient(base_url=url, headers={"User-Agent": TEST_AGENT}, timeout=10) as api:
+        access = recording.sandbox.access
+        async with httpx.AsyncClient(base_url=url, headers={"User-Agent": TEST_AGENT, **access.headers},
+                                     verify=access.ssl_context(), timeout=10) as api:
             for ns in (NAMESPACE, WATCHED):
                 body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                 (await api.post("/api/v1/namespaces", json=body)).raise_for_status()

@@ -23,6 +23,10 @@ every grant used. No wildcards, no Secrets.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+# A model cache claim's access modes: a ReadWriteOnce claim cannot serve pods on several nodes.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get"]
 # What the operator did and why, on the SpeculativeDeployment (`kubectl describe`).
 - apiGroups: [""]
   resources: ["events"]

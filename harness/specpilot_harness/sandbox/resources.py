@@ -83,6 +83,11 @@ BUILTINS: tuple[ResourceType, ...] = (
     _builtin("", "v1", "endpoints", "Endpoints", short=("ep",)),
     _builtin("", "v1", "configmaps", "ConfigMap", short=("cm",)),
     _builtin("", "v1", "secrets", "Secret"),
+    # Stored only (nothing binds them): the operator reads a model cache claim's access modes.
+    _builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), subs=STATUS, cols=(
+        Column("Status", "string", ".status.phase"),
+        Column("Access Modes", "string", ".spec.accessModes"),
+        Column("StorageClass", "string", ".spec.storageClassName"))),
     _builtin("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
     _builtin("", "v1", "events", "Event", short=("ev",), cols=(
         Column("Type", "string", ".type"),

@@ -13,9 +13,11 @@ from specpilot import render
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
 from specpilot.controller import metric_names as m
+from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
+from specpilot.controller import tuning_resume
 from specpilot.controller.events import EventRecorder
-from specpilot.controller.kube import Kube, sd_path
+from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 
@@ -44,6 +46,10 @@ def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
 
 
 def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
+    """A status.tuning the tuner did not write renders as spec N without a canary, as the tuning loop restarts
+    from it (tuning_resume.py); the loop reports it."""
+    if tuning_resume.problem(status.get("tuning"), sd) is not None:
+        return TrackPlan(None, None)
     return plan_from(sd.spec.tuning.enabled, status)
 
 
@@ -158,6 +164,7 @@ class Reconciler:
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
         new_status = st.running_status(old_status, generation, sd.spec.speculative.method, rollout,
                                        sd.spec.tuning.enabled)
+        new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
         self._write_status(path, old_status, new_status)
         self.metrics.ready.labels(ns, name).set(rollout.ready)
         for track, n in (("stable", rollout.stable_n), ("canary", rollout.canary_n)):
@@ -169,6 +176,27 @@ class Reconciler:
                 except KeyError:
                     pass
         return m.RESULT_APPLIED if applied_any else m.RESULT_UNCHANGED
+
+    def _model_cache(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_status: dict[str, Any],
+                     conds: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
+        """The ModelCache condition while a PVC cache is mounted by more than one pod (model_cache.py), with
+        a Warning Event each time it turns False or its message changes."""
+        cache = sd.spec.engine.model_cache
+        claim = cache.claim_name if cache is not None else None
+        if claim is None or mc.pods_sharing(sd) is None:
+            return [c for c in conds if c.get("type") != mc.MODEL_CACHE]
+        namespace = obj["metadata"]["namespace"]
+        try:
+            finding = mc.assess(sd, claim, self.kube.get(mc.claim_path(namespace, claim)))
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            finding = mc.Finding("Unknown", "ClaimNotReadable", f"cannot read PersistentVolumeClaim {claim} "
+                                                                f"(the operator needs persistentvolumeclaims get): {exc}")
+        was = st.condition(old_status, mc.MODEL_CACHE) or {}
+        if finding.status == "False" and (was.get("status") != "False" or was.get("message") != finding.message):
+            self.events.warning(obj, f"ModelCache{finding.reason}", finding.message)
+        return st.set_condition(conds, mc.MODEL_CACHE, finding.status, finding.reason, finding.message, generation)
 
     def _children(self, obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
         """This object's children as they are now, by (kind, name); owned by its uid, not just labelled."""

@@ -24,6 +24,7 @@ import kopf
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
 from specpilot.api.validate import InvalidSpeculativeDeployment, load
 from specpilot.controller import capacity, traffic
+from specpilot.controller import tuning_resume
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import KubeError, NotLeader, sd_path
@@ -120,9 +121,15 @@ class TuningLoop:
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> None:
         spec, now = sd.spec, time.time()
         old = (obj.get("status") or {}).get("tuning")
-        state = TunerState.from_status(old, method=spec.speculative.method,
-                                       stable_n=spec.speculative.num_speculative_tokens,
-                                       block_size=spec.speculative.block_size, now=now)
+        state, invalid = tuning_resume.resume(old, sd, now)
+        if invalid is not None:
+            # Said once: the fresh state written here is valid, so the next window resumes it quietly.
+            message = (f"status.tuning was not written by the tuner ({invalid}): tuning restarts from spec "
+                       f"N={state.stable_n}")
+            await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None)
+            await asyncio.to_thread(self.events.warning, obj, tuning_resume.INVALID_STATE, message)
+            self.counter.reset()
+            return
         if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
             # Acted on before any scrape: the user wins even while metrics are unavailable.
             before = list(state.history)
@@ -241,9 +248,7 @@ class TuningLoop:
         if sd.spec.tuning.enabled or not old:
             return
         now = time.time()
-        state = TunerState.from_status(old, method=sd.spec.speculative.method,
-                                       stable_n=sd.spec.speculative.num_speculative_tokens,
-                                       block_size=sd.spec.speculative.block_size, now=now)
+        state, _ = tuning_resume.resume(old, sd, now)
         state, _ = step(state, sd.spec.tuning, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n}})

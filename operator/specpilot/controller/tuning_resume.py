@@ -1,0 +1,92 @@
+"""`status.tuning` read back: the tuner's own state, or, when it was edited (or damaged) into something the
+tuner never writes, a fresh tuner at spec N and one line saying what was wrong. Pure: no I/O.
+
+Anyone allowed to write the status subresource can put anything there; the tuner must neither crash on it
+every window nor render a track from it (reconcile.plan_tracks asks `problem` too)."""
+
+from __future__ import annotations
+
+from numbers import Real
+from typing import Any
+
+from specpilot.api.models import SpeculativeDeployment
+from specpilot.render.engine import engine_config
+from specpilot.tuning import TunerState
+from specpilot.tuning.state import PHASES, STATE_VERSION
+
+INVALID_STATE = "TuningStateInvalid"
+_OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
+_OPTIONAL_OBJECTS = ("reference", "schedule")
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shape_problem(tuning: dict[str, Any]) -> str | None:
+    """What from_status would take on trust: types it does not convert and values it does not check."""
+    if tuning.get("phase") not in PHASES:
+        return f"phase {tuning.get('phase')!r} is not one of {', '.join(PHASES)}"
+    for key in ("stableN", "round", "seq"):
+        if not _int(tuning.get(key)) or tuning[key] < 0:
+            return f"{key} {tuning.get(key)!r} is not a whole number >= 0"
+    if tuning.get("canaryN") is not None and (not _int(tuning["canaryN"]) or tuning["canaryN"] < 0):
+        return f"canaryN {tuning['canaryN']!r} is not a whole number >= 0"
+    for key in _OPTIONAL_INTS:
+        if tuning.get(key) is not None and not _int(tuning[key]):
+            return f"{key} {tuning[key]!r} is not a whole number"
+    for key in _OPTIONAL_OBJECTS:
+        if tuning.get(key) is not None and not isinstance(tuning[key], dict):
+            return f"{key} is not an object"
+    if tuning.get("convergedAt") is not None and not isinstance(tuning["convergedAt"], Real):
+        return f"convergedAt {tuning['convergedAt']!r} is not a number"
+    for key in ("tried", "records", "pairs", "history"):
+        if not isinstance(tuning.get(key, []), list):
+            return f"{key} is not a list"
+    if not all(isinstance(entry, dict) for entry in tuning.get("history", [])):
+        return "history holds something other than objects"
+    return None
+
+
+def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
+    """Why `status.tuning` cannot be resumed; None when it is absent, the tuner's own, or for another
+    method or state version (those restart quietly, as a method change does)."""
+    if tuning is None:
+        return None
+    if not isinstance(tuning, dict):
+        return f"status.tuning is a {type(tuning).__name__}, not an object"
+    spec = sd.spec.speculative
+    if not tuning or tuning.get("version") != STATE_VERSION or tuning.get("method") != spec.method:
+        return None
+    found = _shape_problem(tuning)
+    if found:
+        return found
+    try:
+        TunerState.from_status(tuning, method=spec.method, stable_n=spec.num_speculative_tokens,
+                               block_size=spec.block_size)
+    except KeyError as exc:  # top level or inside a record: the message names the key either way
+        return f"cannot be read: no {exc.args[0]!r}"
+    except (TypeError, ValueError, AttributeError) as exc:
+        return f"cannot be read: {exc}"
+    for key in ("stableN", "canaryN"):
+        if tuning.get(key) is not None:
+            try:
+                engine_config(sd, tuning[key])
+            except ValueError as exc:
+                return f"{key} {tuning[key]} cannot run: {exc}"
+    return None
+
+
+def resume(tuning: Any, sd: SpeculativeDeployment, now: float) -> tuple[TunerState, str | None]:
+    """The tuner's state to step from, and what was wrong with `status.tuning` when it had to start over
+    (a fresh tuner at spec N whose history says so)."""
+    spec = sd.spec.speculative
+    found = problem(tuning, sd)
+    if found is None:
+        return TunerState.from_status(tuning, method=spec.method, stable_n=spec.num_speculative_tokens,
+                                      block_size=spec.block_size, now=now), None
+    fresh = TunerState.new(spec.method, spec.num_speculative_tokens, spec.block_size, now)
+    fresh.log({"time": now, "seq": 0, "round": fresh.round, "phase": fresh.phase, "action": "reset",
+               "n": fresh.stable_n, "reason": f"status.tuning was not the tuner's ({found}): restarted from "
+                                              f"spec N={fresh.stable_n}", "numbers": {}})
+    return fresh, found

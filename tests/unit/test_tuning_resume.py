@@ -1,0 +1,58 @@
+"""A `status.tuning` someone edited into what the tuner never writes is named once and the tuner restarts
+at spec N (and the reconciler renders spec N without a canary), instead of failing every window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from specpilot.api.models import SpeculativeDeployment
+from specpilot.controller import tuning_resume
+from specpilot.controller.reconcile import TrackPlan, plan_tracks
+from specpilot.tuning import TunerState
+
+SD = SpeculativeDeployment.model_validate({
+    "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
+    "spec": {"model": "m", "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
+             "tuning": {"enabled": True, "candidates": [3, 5, 7]}}})
+
+
+def _written(**changes: Any) -> dict[str, Any]:
+    state = TunerState.new("ngram", 5, None, 100.0)
+    state.canary_n, state.phase, state.seq = 7, "analysing", 12
+    return {**state.to_status(), "specN": 3, **changes}
+
+
+def test_the_tuners_own_state_resumes_as_written() -> None:
+    state, problem = tuning_resume.resume(_written(), SD, 200.0)
+    assert problem is None and (state.stable_n, state.canary_n, state.phase, state.seq) == (5, 7, "analysing", 12)
+    assert plan_tracks(SD, {"tuning": _written()}) == TrackPlan(5, 7)
+    assert tuning_resume.problem(None, SD) is None and tuning_resume.problem({}, SD) is None
+    assert tuning_resume.problem(_written(method="mtp"), SD) is None  # another method: restarts quietly
+
+
+@pytest.mark.parametrize(("tuning", "named"), [
+    ("garbage", "is a str, not an object"),
+    (_written(stableN="seven"), "stableN 'seven'"),
+    (_written(stableN=-1), "stableN -1"),
+    (_written(stableN=True), "stableN True"),
+    (_written(canaryN=2.5), "canaryN 2.5"),
+    (_written(phase="winning"), "phase 'winning'"),
+    (_written(round=None), "round None"),
+    (_written(history="lots"), "history is not a list"),
+    (_written(history=[1, 2]), "history holds"),
+    (_written(records=[{"bogus": 1}]), "cannot be read"),
+    (_written(reference=[1.0]), "reference is not an object"),
+    (_written(stableN=999), "stableN 999 cannot run"),
+    ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
+])
+def test_a_tampered_state_is_named_and_the_tuner_restarts_at_spec_n(tuning: Any, named: str) -> None:
+    state, problem = tuning_resume.resume(tuning, SD, 200.0)
+    assert problem is not None and named in problem, problem
+    assert (state.stable_n, state.canary_n, state.phase, state.seq) == (3, None, "observing", 0)
+    (entry,) = state.history
+    assert entry["action"] == "reset" and named in entry["reason"] and "spec N=3" in entry["reason"]
+    # Valid JSON for the status, so the next window resumes it without a word.
+    assert tuning_resume.problem({**state.to_status(), "specN": 3}, SD) is None
+    assert plan_tracks(SD, {"tuning": tuning}) == TrackPlan(None, None)
