@@ -24,6 +24,11 @@ from specpilot_runtime.speculative import Family
 from .cost_shapes import SHAPES
 
 DEFAULT_SHAPE = "h200-dense8b"
+# The compute-bound limit of every machine: each token verified or drafted costs alike, so the overhead grows
+# linearly in N at any load (a CPU, or a draft model as large as the target). No table measures it; it
+# bounds the measured shapes from the steep side, so a canary showing steep costs above the stable cannot be
+# explained away by a shape that is cheap below it.
+ROOFLINE = "roofline"
 # Largest N the overhead tables are built for (block drafters go to their block size, at most 16).
 MAX_N = 32
 
@@ -88,6 +93,8 @@ def overhead_table(family: Family, shape: str) -> tuple[np.ndarray, np.ndarray]:
 
 def overheads(family: Family, shape: str, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
     """x(ns[i], loads[i]) on one shape, vectorised (linear in log B, clamped to the measured loads)."""
+    if shape == ROOFLINE:
+        return np.clip(ns, 0, MAX_N).astype(float) * np.ones_like(loads, dtype=float)
     logb, x = overhead_table(family, shape)
     lb = np.clip(np.log(np.maximum(loads, 1.0)), logb[0], logb[-1])
     i = np.clip(np.searchsorted(logb, lb, side="right"), 1, len(logb) - 1)

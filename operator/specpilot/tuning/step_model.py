@@ -4,7 +4,8 @@ scaled, plus a per-N, per-load correction that bends the shape where the deploym
     f(N, B) = log(1 + kappa * x_shape(N, B)) + g0(N) + u(B) g1(N)        u(B) = log2(B) / 8
 
 - x_shape is the relative overhead of speculating at N on one measured machine (`costs.py`: dense 8B and
-  32B, two MoE targets, 70B over two GPUs, a CPU), per drafter family. Which shape, and the scale kappa,
+  32B, two MoE targets, 70B over two GPUs, a CPU), per drafter family, plus the compute-bound roofline
+  (x = N: every token costs alike, the steepest a machine gets). Which shape, and the scale kappa,
   are a discrete posterior on a grid (uniform over shapes; kappa log-normal around 1).
 - g0, g1 are a slope in N plus a random walk from g(0) = 0 (Gaussian; slope sd SLOPE_SD, step sd
   CORRECTION_SD): the nonparametric part. A canary at 8 that runs slower than every shape predicts raises
@@ -31,7 +32,7 @@ from specpilot_runtime.speculative import Family
 from . import costs
 from .cost_shapes import SHAPES
 
-SHAPE_NAMES: tuple[str, ...] = tuple(SHAPES)
+SHAPE_NAMES: tuple[str, ...] = (*SHAPES, costs.ROOFLINE)
 KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
 # Prior spread of log kappa: the shapes span the machines; kappa covers what lies between them (a bigger
 # or smaller drafter, kernels, a GPU that saturates earlier).
