@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "harness/specpilot_harness/bench/profiles/article.json or the runtime's bundled profiles")
     p.add_argument("--time-limit", type=float, default=240.0, metavar="SECONDS",
                    help="stop after this long even if the tuner has not converged (default 240)")
-    p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 15s with --engine vllm)")
+    p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 10s with --engine vllm)")
     p.add_argument("--time-scale", type=float, default=3.0,
                    help="simulated engines run this many times faster than wall time, so a 2 s window holds "
                         "6 s of serving (default 3; higher needs more CPU for the streamed tokens)")
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
 def _run_real(args: argparse.Namespace) -> int:
     window = args.window or REAL_WINDOW
     if not re.fullmatch(DURATION_PATTERN, window):
-        raise SystemExit(f"specpilot demo: --window {window!r} is not a duration like 15s or 1m")
+        raise SystemExit(f"specpilot demo: --window {window!r} is not a duration like 10s or 1m")
     opts = real_options(args.method, window, args.workdir / "vllm")
     console = Console()
     try:

@@ -48,9 +48,9 @@ MAX_TOKENS = 96
 POLL_S = 2.0
 ROLLOUT_TIMEOUT_S = 300.0
 REAL_METHODS = ("draft_model", "ngram")
-# Windows scaled for CPU: a tiny model serves a few hundred tokens/s, so 15 s holds thousands of tokens
-# and hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
-REAL_WINDOW = "15s"
+# Windows scaled for CPU: a tiny model serves a few hundred tokens/s per pod, so 10 s hold thousands of
+# tokens and hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
+REAL_WINDOW = "10s"
 
 
 @dataclass(frozen=True)
@@ -91,10 +91,9 @@ class RealRunResult:
 
 
 def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
-    """The CPU-sized run: the method's default N 4 (3 for ngram), candidates 0..5, four clients."""
-    default_n = 3 if method == "ngram" else 4
-    return RealRunOptions(method=method, default_n=default_n, candidates=tuple(range(6)), concurrency=4,
-                          window=window, windows=4, tune_limit_s=900.0, warmup_s=10.0, measure_s=30.0,
+    """The CPU-sized run: from N=3, candidates 0..5, four clients."""
+    return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), concurrency=4,
+                          window=window, windows=4, tune_limit_s=720.0, warmup_s=5.0, measure_s=25.0,
                           margin=0.02, workdir=workdir)
 
 
