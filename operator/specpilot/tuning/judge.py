@@ -11,18 +11,20 @@ model: the model may choose *which* canary to try (planner.py), never whether a 
 the prior never saw cannot talk the judge into a worse N. Windows are weighed by the stable track's
 goodput at their load level (per-sequence speed for the latency objective, per-pod tokens for throughput)
 and the level's share of the round's load mix, so the ratio is the one of G = sum_B w_B B L / t over the
-round's loads; no verdict until the windows have covered COVERAGE of that goodput.
+round's loads; no verdict until the windows have covered COVERAGE of that goodput, each level counting
+from LEVEL_WINDOWS windows.
 
 The true log ratio gets a sceptical prior centred on 0 (GAIN_PRIOR_SD: a canary is no better than the
-stable until it shows it) and the per-window spread a weak inverse-gamma prior (a few windows cannot look
-spuriously certain); bounds use Student-t quantiles with the pooled degrees of freedom. Decision at
-confidence c and margin m, looked at after every window from MIN_WINDOWS on:
-- promote   when the posterior mean gain is at least +m and the one-sided lower bound at c is above 0;
+stable until it shows it); each level's per-window spread is its own, shrunk towards the pooled one, which
+has a weak inverse-gamma prior (a few windows cannot look spuriously certain); bounds use Student-t
+quantiles with Welch-Satterthwaite degrees of freedom. Decision at confidence c and margin m, looked at
+after every window from MIN_WINDOWS on:
+- promote   when the posterior mean gain is at least +m and the lower bound is above 0, the bound being
+            O'Brien-Fleming's over the EXTEND x windows the canary may get (`promotion_z`): looking
+            after every window does not spend more than 1 - c on promoting a canary that is no better;
 - roll back when the upper bound at c is below +m (it cannot be better by enough);
 - otherwise keep analysing, and roll back as inconclusive once the configured windows run out (up to
   EXTEND times that while the measured gain is at least the margin).
-Looking every window spends some of the confidence: MIN_WINDOWS and the sceptical prior are what keep
-the realised rate of worse promotions down (the benchmark reports the worst one).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from typing import Sequence
 
 import numpy as np
 
-from .goodput import load_levels
 from .observations import TrackWindow, WindowRecord
 
 MIN_WINDOWS = 4
@@ -44,6 +45,10 @@ MIN_WINDOWS = 4
 EXTEND = 3
 # Share of the round's goodput (by load level) the paired windows must have seen before a verdict.
 COVERAGE = 0.8
+# Windows a load level needs before it counts as covered: two say little about the level's own noise.
+LEVEL_WINDOWS = 3
+# Windows' worth of the pooled spread each level's own spread is shrunk towards.
+LEVEL_PRIOR_DOF = 4.0
 # Sceptical prior on the true log goodput ratio: 0 +- 15% (1 sd).
 GAIN_PRIOR_SD = 0.15
 # Weak prior on the per-window spread of the paired log goodput ratio (step-time noise that the two
@@ -85,22 +90,60 @@ def t_quantile(p: float, dof: float) -> float:
     return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
 
 
+def promotion_z(confidence: float, dof: float, windows: int, horizon: int) -> float:
+    """The promotion boundary after `windows` of at most `horizon` paired windows, in standard errors.
+
+    A canary is looked at after every window, and each look is a chance for noise to cross a bound set for
+    one look. The boundary is constant on the scale of the summed evidence (O'Brien-Fleming): z sqrt(horizon /
+    windows), with z at 1 - (1 - confidence) / 2, so by the reflection principle noise crosses it at any of
+    the looks with probability at most 1 - confidence. Early looks need overwhelming gains, the last about
+    the one-look bound.
+    """
+    return t_quantile(1.0 - (1.0 - confidence) / 2.0, dof) * math.sqrt(max(horizon / max(windows, 1), 1.0))
+
+
 def paired(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord]) -> list[tuple[WindowRecord, WindowRecord]]:
     """Windows in which both tracks measured tokens per step and step time."""
     by_seq = {r.seq: r for r in stable if r.step_s}
     return [(by_seq[c.seq], c) for c in canary if c.seq in by_seq and c.step_s]
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """Posterior of the log goodput ratio canary / stable over the round's load mix."""
+
+    mean: float
+    sd: float
+    dof: float
+    covered: float  # share of the mix's goodput whose level was seen at least LEVEL_WINDOWS times
+
+
+def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The round's load mix in octaves (powers of two of running sequences per pod) and their weights.
+
+    Loads measured on a real engine scatter around their level (3.4, 3.9, 4.3 ...); stratifying by the exact
+    value would make every window its own level, never seen often enough. Within an octave the step-time
+    ratio of two N hardly moves, so windows there share one level.
+    """
+    if not loads:
+        return np.array([1.0]), np.array([1.0])
+    octaves = np.round(np.log2(np.maximum(np.asarray(loads, dtype=float), 1.0)))
+    levels, counts = np.unique(octaves, return_counts=True)
+    return 2.0 ** levels, counts / counts.sum()
+
+
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
-                  loads: Sequence[float], objective: str,
-                  confidence: float) -> tuple[float, float, float, float]:
-    """Posterior mean and one-sided bounds at `confidence` of the log goodput ratio canary / stable over the
-    round's load mix, and the share of the mix's goodput the paired windows covered.
+                  loads: Sequence[float], objective: str) -> Estimate:
+    """Posterior of the log goodput ratio canary / stable over the round's load mix, and the share of the
+    mix's goodput the paired windows covered.
 
     Windows are stratified by load level: a level's mean ratio counts by its weight in the round's mix times
     the stable's goodput there (measured), so a light load seen often cannot outvote a heavy one seen once.
+    Each level has its own spread (shrunk towards the pooled one by LEVEL_PRIOR_DOF windows' worth), and the
+    degrees of freedom of the weighted mean are Welch-Satterthwaite's: a heavy level seen in two windows
+    counts with the doubt of two windows, not with that of every window of the canary.
     """
-    levels, weights = load_levels(loads)
+    levels, weights = load_octaves(loads)
     key = lambda b: int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))  # noqa: E731 - nearest level
     speed = np.zeros(len(levels))
     count = np.zeros(len(levels))
@@ -118,22 +161,21 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
             math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s))
     seen = sorted(ys)
     w = np.array([level_g[i] for i in seen])
-    # A level counts as covered from two windows on: one window says nothing about its own noise.
-    seen_twice = sum(level_g[i] for i in seen if len(ys[i]) >= 2)
-    covered = float(seen_twice / level_g.sum()) if level_g.sum() > 0 else 0.0
+    seen_enough = sum(level_g[i] for i in seen if len(ys[i]) >= LEVEL_WINDOWS)
+    covered = float(seen_enough / level_g.sum()) if level_g.sum() > 0 else 0.0
     w = w / w.sum() if w.sum() > 0 else np.full(len(seen), 1.0 / len(seen))
     means = np.array([np.mean(ys[i]) for i in seen])
-    n_l = np.array([len(ys[i]) for i in seen])
-    mean = float((w * means).sum())
-    m = int(n_l.sum())
-    dof = m - len(seen) + NOISE_PRIOR_DOF
-    spread = (sum(((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen)
-              + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) / dof
-    se2 = spread * float((w ** 2 / n_l).sum())
+    n_l = np.array([len(ys[i]) for i in seen], dtype=float)
+    ss_l = np.array([((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen])
+    pooled = (ss_l.sum() + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) / (n_l.sum() - len(seen) + NOISE_PRIOR_DOF)
+    dof_l = n_l - 1 + LEVEL_PRIOR_DOF
+    var_l = (ss_l + LEVEL_PRIOR_DOF * pooled) / dof_l
+    terms = w ** 2 * var_l / n_l
+    se2 = float(terms.sum())
+    dof = se2 ** 2 / float((terms ** 2 / dof_l).sum())  # at least the smallest dof_l: LEVEL_PRIOR_DOF
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
-    post_mean = mean / se2 * post_var
-    half = t_quantile(confidence, dof) * math.sqrt(post_var)
-    return post_mean, post_mean - half, post_mean + half, covered
+    post_mean = float((w * means).sum()) / se2 * post_var
+    return Estimate(post_mean, math.sqrt(post_var), dof, covered)
 
 
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
@@ -144,7 +186,11 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     m = len(pairs)
     if m < MIN_WINDOWS:
         return Verdict("continue", 0.0, -math.inf, math.inf, m, "too few paired windows")
-    mu, lo, hi, covered = measured_gain(pairs, stable, loads, objective, confidence)
+    est = measured_gain(pairs, stable, loads, objective)
+    mu, covered = est.mean, est.covered
+    # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look).
+    lo = mu - promotion_z(confidence, est.dof, m, EXTEND * max_windows) * est.sd
+    hi = mu + t_quantile(confidence, est.dof) * est.sd
     target = math.log1p(margin)
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
     if covered < COVERAGE:
