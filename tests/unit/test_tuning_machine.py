@@ -214,3 +214,14 @@ def test_canary_without_comparable_windows_is_given_up() -> None:
     dep.canary_n = 1 if state.canary_n != 1 else 2
     state, actions = run(dep, state, windows=14)
     assert any(a.kind == "rollback" and "comparable" in a.reason for a in actions)
+
+
+def test_a_promotion_makes_the_ns_rolled_back_against_the_old_stable_candidates_again() -> None:
+    # 7 and 1 lose against 4, 3 wins; whether 7 or 1 beat 3 is another question (the round may also not
+    # have seen its whole load mix when they were judged): only the planner's value rules them out now.
+    dep = FakeDeployment(stable_n=4, load=256.0)
+    state, actions = run(dep, TunerState.new("mtp", 4), until="promoting")
+    assert [(a.kind, a.n) for a in actions if a.kind in ("rollback", "promote")] == \
+        [("rollback", 7), ("rollback", 1), ("promote", 3)]
+    status = state.to_status()
+    assert status["tried"] == [] and status["canariesInRound"] == 3

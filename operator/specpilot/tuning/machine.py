@@ -194,6 +194,9 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     state.stable_n = c
     state.canary_n = None
     state.analysis_from_seq = None
+    # An N rolled back against the old stable (or before the round had seen its whole load mix) may well
+    # beat the new one: against it, only the planner's value and the round's budget rule it out.
+    state.tried = []
     state.enter("promoting", now)
     return _decide(state, now, Action("promote", c, v.reason), numbers)
 

@@ -31,7 +31,7 @@ class TunerState:
     round: int = 1
     canaries_in_round: int = 0
     windows_in_round: int = 0
-    tried: list[int] = field(default_factory=list)  # canaries of this round, in order
+    tried: list[int] = field(default_factory=list)  # canaries against the current stable N, in order
     seq: int = 0  # windows seen, ever
     phase_since: float = 0.0  # time the phase was entered
     analysis_from_seq: int | None = None  # first window of the running canary's analysis
