@@ -102,6 +102,21 @@ def promotion_z(confidence: float, dof: float, windows: int, horizon: int) -> fl
     return t_quantile(1.0 - (1.0 - confidence) / 2.0, dof) * math.sqrt(max(horizon / max(windows, 1), 1.0))
 
 
+def promotion_power(gain: np.ndarray, margin: float, confidence: float, noise_sd: float,
+                    windows: int) -> np.ndarray:
+    """Chance that the judge promotes a canary truly better by `gain` (relative) within `windows` paired
+    windows of per-window spread `noise_sd` (normal approximation at the last look): its measured mean must
+    reach the margin and clear the boundary. What a canary is worth to the planner."""
+    se = noise_sd / math.sqrt(max(windows, 1))
+    z = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+    g = np.log1p(np.maximum(gain, -0.99))
+    x = np.minimum((g - math.log1p(margin)) / se, g / se - z)
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
 def paired(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord]) -> list[tuple[WindowRecord, WindowRecord]]:
     """Windows in which both tracks measured tokens per step and step time."""
     by_seq = {r.seq: r for r in stable if r.step_s}

@@ -11,14 +11,18 @@ input state and depends on nothing but its arguments.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
 
 from specpilot.api.models import Tuning, duration_seconds
 from specpilot_runtime.speculative import METHODS, Family, max_n
 
 from . import drift
-from .judge import health_problem, judge
+from .judge import EXTEND, health_problem, judge, promotion_power
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import plan, posterior_goodput
 from .schedule import propose
@@ -82,6 +86,13 @@ def _share(tuning: Tuning, obs: Observations) -> float:
     return tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
 
 
+def _power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.ndarray]:
+    """The judge's chance of promoting a true gain, with the per-window spread the paired step times show."""
+    noise_sd = math.sqrt(model.noise_var)
+    return partial(promotion_power, margin=tuning.promotion_margin, confidence=tuning.confidence,
+                   noise_sd=noise_sd, windows=EXTEND * tuning.canary.windows)
+
+
 def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
     state.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
                "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers})
@@ -94,9 +105,10 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return Action("hold", state.stable_n, "observing the stable track")
     if state.canaries_in_round >= MAX_CANARIES_PER_ROUND:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
-    p = plan(state.method, state.records, _model(state), candidates(state, tuning), state.stable_n,
+    model = _model(state)
+    p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
              _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-             exclude=state.tried)
+             exclude=state.tried, power=_power(model, tuning))
     if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
         return Action("hold", state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
@@ -177,7 +189,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     # N may plausibly be ahead (probability above 1 - confidence), keep analysing while windows remain:
     # the paired step times sharpen the step-time model, which is what separates neighbours.
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
-             tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried)
+             tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried,
+             power=_power(model, tuning))
     numbers["plan"] = p.to_json()
     measured = known(state.method, state.records)
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
@@ -265,9 +278,10 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         # What was learnt about survival is stale; the step-time model is not.
         state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
     else:
-        p = plan(state.method, state.records, _model(state), candidates(state, tuning), state.stable_n,
+        model = _model(state)
+        p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
                  _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-                 exclude=state.tried)
+                 exclude=state.tried, power=_power(model, tuning))
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
             return Action("hold", state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")

@@ -13,7 +13,7 @@ is always a candidate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -69,8 +69,9 @@ def posterior_goodput(method: str, records: Sequence[WindowRecord], model: StepM
 
 def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
          stable_n: int, loads: Sequence[float], objective: str, margin: float, canary_share: float,
-         exclude: Sequence[int] = ()) -> Plan:
-    """Score every candidate and pick the next canary (None: nothing is worth a canary)."""
+         exclude: Sequence[int] = (), power: Callable[[np.ndarray], np.ndarray] | None = None) -> Plan:
+    """Score every candidate and pick the next canary (None: nothing is worth a canary). `power` maps true
+    relative gains to the chance the judge promotes them (None: every gain above the margin is)."""
     # N = 0 is always scored (not canaried unless a candidate): its estimate feeds the "slower than no
     # speculation" alert even when the user's candidates leave it out.
     cands = sorted(set(candidates) | {stable_n, 0})
@@ -80,9 +81,12 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
     scale = float(base.mean())
     mean = g.mean(axis=0)
     gain = {n: float(mean[j] / scale - 1.0) for j, n in enumerate(cands)}
-    # Only a gain above the margin can be promoted, so smaller ones are worth nothing.
-    promotable = np.where(g > base[:, None] * (1.0 + margin), g - base[:, None], 0.0)
-    p_promotable = (promotable > 0).mean(axis=0)
+    # Only a gain the judge can prove is worth anything: above the margin, and weighed by the chance that
+    # the canary's windows prove it (`power`; a gain just above the margin rarely is).
+    above = g > base[:, None] * (1.0 + margin)
+    chance = np.where(above, power(g / base[:, None] - 1.0) if power else 1.0, 0.0)
+    p_promotable = chance.mean(axis=0)
+    promotable = (g - base[:, None]) * chance
     restart_cost = canary_share * RESTART_WINDOWS / VALUE_HORIZON_WINDOWS
     value: dict[int, float] = {}
     cost: dict[int, float] = {}

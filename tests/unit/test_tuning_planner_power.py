@@ -1,0 +1,56 @@
+"""The planner values a canary by what the judge can prove: a gain just above the margin is rarely proven
+in the windows a canary gets, so it is worth little; a large one is worth about itself."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from specpilot.tuning import costs
+from specpilot.tuning.judge import promotion_power
+from specpilot.tuning.observations import TrackWindow, WindowRecord, record
+from specpilot.tuning.planner import plan
+from specpilot.tuning.step_model import StepModel
+from specpilot_runtime.speculative import Family
+from specpilot_runtime.vllm_metrics import Snapshot
+
+FAMILY = Family.SEQUENTIAL
+LOAD = 16.0
+POWER = partial(promotion_power, margin=0.02, confidence=0.95, noise_sd=0.063, windows=18)
+
+
+def test_the_judge_proves_large_gains_and_rarely_those_near_the_margin() -> None:
+    p = POWER(np.array([-0.05, 0.0, 0.021, 0.03, 0.06, 0.2]))
+    assert p[0] < 1e-3 and p[1] < 0.05 and p[2] < 0.3
+    assert 0.3 < p[3] < 0.8 and p[4] > 0.95 and p[5] > 0.999
+    assert np.all(np.diff(p) > 0)
+
+
+def window(seq: int, n: int, curve: list[float]) -> WindowRecord:
+    step_ms = costs.step_ms(FAMILY, n, LOAD)
+    seqs = 300.0 * 1000 / step_ms * LOAD * 3
+    acc = [seqs * s * (1.0 + 0.004 * (-1) ** seq) ** (k + 1) for k, s in enumerate(curve[:n])]
+    tokens = seqs + sum(acc)
+    finished = tokens / 256
+    snap = Snapshot(drafts=seqs if n else 0.0, draft_tokens=seqs * n, accepted_tokens=sum(acc),
+                    accepted_per_pos=tuple(acc), generation_tokens=tokens,
+                    tpot_sum=finished * step_ms / 1000 / (tokens / seqs), tpot_count=finished, running=LOAD * 3)
+    return record(seq, "stable", TrackWindow(n=n, delta=snap, ready_pods=3, desired_pods=3), 300.0)
+
+
+def test_a_canary_near_the_margin_is_worth_less_than_its_expected_gain() -> None:
+    # N=4 expected 2% to 4% better than 3 (its curve and paired step times measured): without the judge's
+    # power every sample above the margin counts in full; with it, the closer to the margin, the less.
+    model = StepModel(FAMILY)
+    pairs = [model.pair(c, 3, LOAD, costs.step_ms(FAMILY, c, LOAD), costs.step_ms(FAMILY, 3, LOAD))
+             for c in (4, 7) for _ in range(6)]
+    ratios = []
+    for a4 in (0.29, 0.35):
+        curve = [0.8, 0.64, 0.544, a4, 0.16, 0.08, 0.03, 0.01]
+        args = ("mtp", [window(i, 7, curve) for i in range(6)], StepModel(FAMILY, pairs), list(range(5)), 3,
+                [LOAD] * 6, "throughput", 0.02, 0.25)
+        naive, p = plan(*args), plan(*args, power=POWER)
+        assert 0.019 < naive.gain[4] < 0.04
+        ratios.append(p.value[4] / naive.value[4])
+    assert ratios[0] < 0.75 and ratios[0] < ratios[1] < 1.0
