@@ -6,8 +6,8 @@ CPU build's venv), the operator, and a CPU-sized SpeculativeDeployment over the 
 
 1. Tune: tuning on from the method's default N, streamed load through the Service, until the tuner
    converges (or the time limit). Its path (every decision), canaries and final N are read from status.
-2. Sweep: tuning off, the same deployment served at every candidate N in turn (a hand edit of N, which
-   the operator rolls out), each measured by the load generator: completed tokens per second per pod.
+2. Sweep: the same deployment served at every candidate N at once (a copy per N, tuning off), all measured
+   in the same seconds by the load generator: completed tokens per second per pod.
 
 The sweep is the judge (`verdict`): the tuner's final N against the best swept N, and every promotion
 against the N it replaced. Nothing here knows the tuner's internals; the tuner's prior is not told that
@@ -184,9 +184,9 @@ async def _serving_at(kube: Kube, name: str, n: int) -> bool:
     return True
 
 
-async def _load(targets: ServiceTargets, opts: RealRunOptions, seconds: float) -> Summary:
-    return await drive(targets, LoadConfig(concurrency=opts.concurrency, duration_s=seconds,
-                                           max_tokens=MAX_TOKENS, timeout_s=120.0))
+async def _load(targets: ServiceTargets, concurrency: int, seconds: float) -> Summary:
+    return await drive(targets, LoadConfig(concurrency=concurrency, duration_s=seconds, max_tokens=MAX_TOKENS,
+                                           timeout_s=120.0))
 
 
 async def _wait_serving(targets: ServiceTargets) -> None:
@@ -206,7 +206,7 @@ async def tune(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: 
     """Phase 1: load until the tuner converges or the time limit passes."""
     started = time.monotonic()
     await _wait_serving(targets)
-    load = asyncio.create_task(_load(targets, opts, opts.tune_limit_s))
+    load = asyncio.create_task(_load(targets, opts.concurrency, opts.tune_limit_s))
     seen = 0
     try:
         while time.monotonic() - started < opts.tune_limit_s and not load.done():
@@ -224,31 +224,42 @@ async def tune(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: 
     result.tune_s = time.monotonic() - started
 
 
-def _spec_at(n: int) -> dict[str, Any]:
-    """The merge patch of spec that serves N by hand (speculation off keeps no candidate but 0)."""
-    if n == 0:
-        return {"speculative": {"method": "off", "numSpeculativeTokens": 0, "draftModel": None},
-                "tuning": {"candidates": [0]}}
-    return {"speculative": {"numSpeculativeTokens": n}}
+def sweep_manifest(opts: RealRunOptions, name: str, models: Path, n: int) -> dict[str, Any]:
+    """The tuned deployment's spec served at N by hand, tuning off (N=0 is speculation off)."""
+    doc = manifest(opts, name, models)
+    spec = doc["spec"]
+    spec["tuning"] = {"enabled": False, "candidates": [0] if n == 0 else list(opts.candidates)}
+    spec["speculative"] = {"method": "off", "numSpeculativeTokens": 0} if n == 0 else \
+        {**spec["speculative"], "numSpeculativeTokens": n}
+    return doc
 
 
-async def sweep(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: str, result: RealRunResult,
-                console: Console) -> None:
-    """Phase 2: tuning off; every candidate N served and measured under the same load."""
+async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, models: Path,
+                result: RealRunResult, console: Console) -> None:
+    """Phase 2: the tuned deployment goes; a copy of it per candidate N, tuning off, all served at once and
+    measured in the same seconds under the same load per pod, so the machine's noise and drift hit every N
+    alike (a 2-core machine shared with other work drifts by tens of percent between minutes)."""
     started = time.monotonic()
-    path = sd_path(NAMESPACE, name)
-    await asyncio.to_thread(kube.merge_patch, path, {"spec": {"tuning": {"enabled": False}}})
-    # N=0 is speculation off (method "off"), as the tuner serves it; measured last so the others keep the
-    # method and draft they were tuned with.
-    for n in sorted(opts.candidates, key=lambda c: (c == 0, c)):
-        await asyncio.to_thread(kube.merge_patch, path, {"spec": _spec_at(n)})
-        deadline = time.monotonic() + ROLLOUT_TIMEOUT_S
-        while not await _serving_at(kube, name, n):
+    await asyncio.to_thread(kube.delete, {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+                                          "metadata": {"name": name, "namespace": NAMESPACE}})
+    names = {n: f"{name}-n{n}" for n in opts.candidates}
+    for n, sd_name in names.items():
+        await asyncio.to_thread(kube.apply, sweep_manifest(opts, sd_name, models, n), "specpilot-demo")
+    deadline = time.monotonic() + ROLLOUT_TIMEOUT_S
+    for n, sd_name in names.items():
+        while not await _serving_at(kube, sd_name, n):
             if time.monotonic() > deadline:
-                raise DemoError(f"N={n} was not rolled out within {ROLLOUT_TIMEOUT_S:.0f} s")
+                raise DemoError(f"N={n} was not serving within {ROLLOUT_TIMEOUT_S:.0f} s")
             await asyncio.sleep(POLL_S)
-        await _load(targets, opts, opts.warmup_s)
-        summary = await _load(targets, opts, opts.measure_s)
+    targets = {n: ServiceTargets(service_name(sd_name), NAMESPACE, str(kubeconfig)) for n, sd_name in names.items()}
+    per_pod = max(1, opts.concurrency // 2)  # what a pod serves while a canary shares the load
+    try:
+        await asyncio.gather(*(_load(t, per_pod, opts.warmup_s) for t in targets.values()))
+        summaries = await asyncio.gather(*(_load(t, per_pod, opts.measure_s) for t in targets.values()))
+    finally:
+        for t in targets.values():
+            t.close()
+    for n, summary in zip(targets, summaries):
         result.swept_tokens_per_s[n] = summary.total.tokens_per_s
         result.swept_errors[n] = summary.total.errors
         console.print(f"  N={n}: {summary.total.tokens_per_s:.1f} tokens/s ({summary.total.requests} requests, "
@@ -269,8 +280,8 @@ async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -
         try:
             console.print(f"Phase 1: tuning {opts.method} from N={opts.default_n} under load")
             await tune(kube, targets, opts, name, result, console)
-            console.print(f"Phase 2: measured sweep over N={list(opts.candidates)}")
-            await sweep(kube, targets, opts, name, result, console)
+            console.print(f"Phase 2: measured sweep over N={list(opts.candidates)}, all served at once")
+            await sweep(kube, kubeconfig, opts, name, models, result, console)
         finally:
             targets.close()
     return result
