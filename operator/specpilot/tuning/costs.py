@@ -7,7 +7,7 @@ model on CPU cores). They are constants because the tuner is pure code that open
 step-time model (`step_model.py`) weighs the shapes against a deployment's paired step times and learns
 how it departs from all of them.
 
-The functions without a `shape` argument are the 8B H200 shape (FACTS §5), which the benchmark's article
+The functions without a `shape` argument are the 8B H200 shape (docs/references.md §5), which the benchmark's article
 profiles are calibrated on.
 """
 
