@@ -154,7 +154,7 @@ async def test_a_client_that_hangs_up_frees_its_slot() -> None:
             async for line in r.aiter_lines():
                 if line.startswith("data: "):
                     break
-        assert (await scrape(client, sim.url)).running == 1
+            assert (await scrape(client, sim.url)).running == 1  # still connected: still running
         for _ in range(200):  # the server notices the hang-up on its next write
             if (await scrape(client, sim.url)).running == 0:
                 break
