@@ -63,7 +63,7 @@ def manifest(i: int) -> dict[str, Any]:
     if draft:
         speculative["draftModel"] = draft
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": f"sd-{i:04d}", "namespace": NAMESPACE},
-            "spec": {"model": "Qwen/Qwen3-8B", "speculative": speculative}}
+            "spec": {"model": f"org/model-{i:04d}", "speculative": speculative}}  # one model each, as a fleet
 
 
 @dataclass

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specpilot_harness.sandbox.errors import ApiError
+from specpilot_harness.sandbox.pod_index import KEYS, Dirty, PodIndex
 from specpilot_harness.sandbox.resources import ResourceType
 from specpilot_harness.sandbox.rollout import rolling_sizes
 from specpilot_harness.sandbox.scheduling import Node, place, usage
@@ -38,6 +39,9 @@ NODE_NAME = "sandbox"
 WATCHED_KINDS = {"Deployment", "ReplicaSet", "Pod", "Service"}
 IP_RANGE = 254 * 254 * 200  # pod addresses 127.1.1.1 .. 127.200.254.254
 DEADLINE_CHECK_S = 5.0
+# A pass looks only at what changed; one over everything this often catches what no event reports
+# (an Endpoints object deleted by hand).
+FULL_PASS_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,12 @@ class PodRunner:
         self._terminating: dict[str, asyncio.Task[None]] = {}  # pod uid -> its graceful termination
         # deployment uid -> (last rollout progress seen, loop time it was first seen)
         self._progress: dict[str, tuple[tuple[str, int, int, int], float]] = {}
+        self._index = PodIndex()
+        self._dirty = Dirty()
+        self._unbound: set[str] = set()  # pods no node had room for: tried again every pass
+        # Service -> the resourceVersions its Endpoints were last made from: unchanged, nothing to write.
+        self._endpoints_of: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+        self._last_full = self._last_deadlines = 0.0
         # Start at a random address: sandboxes running side by side (parallel test runs) would otherwise
         # hand out the same 127.x addresses, and a second pod runtime could not bind them.
         self._next_ip = random.randrange(IP_RANGE)
@@ -171,6 +181,9 @@ class PodRunner:
     def start(self) -> None:
         self.store.graceful_pods = True
         self._register_node()
+        for key in ("rs", "pod"):
+            for obj in self.store.all_objects(self._type(key)):
+                self._index.update(key, "ADDED", obj)
         self.store.listeners.append(self._on_change)
         self._task = asyncio.get_running_loop().create_task(self._loop())
         self._wake.set()
@@ -212,6 +225,8 @@ class PodRunner:
     def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:
         if rtype.kind not in WATCHED_KINDS or rtype.group not in ("", "apps"):
             return
+        self._index.update(KEYS[rtype.kind], event_type, obj)
+        self._dirty.mark(KEYS[rtype.kind], event_type, obj)
         uid = obj["metadata"]["uid"]
         if rtype.kind == "Pod" and event_type == "DELETED":
             for task in (self._pods.pop(uid, None), self._terminating.pop(uid, None)):
@@ -237,43 +252,52 @@ class PodRunner:
                 self.sync()
             except ApiError as exc:  # a race with a client write; the next pass sees the new state
                 log.debug("pod runner pass interrupted: %s", exc.message)
+                self._dirty.full = True  # what this pass had taken is not done
                 self._wake.set()
 
     # ---- one reconciliation pass ------------------------------------------------------------------
 
     def sync(self) -> None:
-        self._index()
-        for deploy in self.store.all_objects(self._type("deploy")):
+        """One pass over what changed (everything every FULL_PASS_S): Deployments, then ReplicaSets (those
+        the Deployments just changed included), then pods to start, then Endpoints."""
+        clock = asyncio.get_running_loop().time()
+        full = self._dirty.full or clock - self._last_full >= FULL_PASS_S
+        if full:
+            self._dirty.full, self._last_full = False, clock
+        if clock - self._last_deadlines >= DEADLINE_CHECK_S:  # rollouts in progress may have run out of time
+            self._last_deadlines = clock
+            self._dirty.uids["deploy"].update(self._progress)
+        for deploy in self._changed("deploy", full):
             if not deploy["metadata"].get("deletionTimestamp"):
                 self._sync_deployment(deploy)
-        for rs in self.store.all_objects(self._type("rs")):
+        for rs in self._changed("rs", full):
             if not rs["metadata"].get("deletionTimestamp"):
                 self._sync_replicaset(rs)
-        pods = self.store.all_objects(self._type("pod"))
-        used = usage(pods)
-        for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
+        pods = {p["metadata"]["uid"]: p for p in self._changed("pod", full)}
+        pods.update((uid, pod) for uid in self._unbound if (pod := self.store.by_uid(uid)) is not None)
+        self._unbound = set()
+        used = usage(self.store.all_objects(self._type("pod"))) if self.nodes is not None and pods else {}
+        for pod in sorted(pods.values(), key=lambda p: p["metadata"]["creationTimestamp"]):
             uid = pod["metadata"]["uid"]
-            if uid not in self._pods and not pod["metadata"].get("deletionTimestamp") and self._bind(pod, used):
+            if uid in self._pods or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if self._bind(pod, used):
                 self._pods[uid] = asyncio.get_running_loop().create_task(self._run_pod(uid))
-        self._sync_endpoints()
+            else:
+                self._unbound.add(uid)
+        self._sync_endpoints(full)
 
-    def _index(self) -> None:
-        """Controlled objects by owner uid, built once per pass: the pass stays linear in the objects."""
-        self._owned: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for key in ("rs", "pod"):
-            for obj in self.store.all_objects(self._type(key)):
-                for ref in obj["metadata"].get("ownerReferences") or []:
-                    if ref.get("controller"):
-                        self._owned.setdefault((key, ref["uid"]), []).append(obj)
+    def _changed(self, key: str, full: bool) -> list[dict[str, Any]]:
+        """Current versions of the objects of `key` changed since the last pass (all of them if `full`)."""
+        uids = self._dirty.take(key)
+        if full:
+            return self.store.all_objects(self._type(key))
+        return [obj for obj in map(self.store.by_uid, uids) if obj is not None]
 
     def _children(self, key: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
-        """Current versions of what `owner` controls (the index may hold versions this pass replaced)."""
-        out = []
-        for obj in self._owned.get((key, owner["metadata"]["uid"]), []):
-            current = self.store.by_uid(obj["metadata"]["uid"])
-            if current is not None:
-                out.append(current)
-        return out
+        """Current versions of what `owner` controls."""
+        return [obj for obj in map(self.store.by_uid, self._index.owned(key, owner["metadata"]["uid"]))
+                if obj is not None]
 
     def _write_status(self, key: str, obj: dict[str, Any], status: dict[str, Any]) -> None:
         if obj.get("status") != status:
@@ -574,29 +598,36 @@ class PodRunner:
 
     # ---- endpoints -------------------------------------------------------------------------------
 
-    def _sync_endpoints(self) -> None:
+    def _sync_endpoints(self, full: bool) -> None:
+        """Endpoints and EndpointSlices of the Services in namespaces where a pod or Service changed (all if
+        `full`), written only when the Service or its pods changed since."""
         svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
-        by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-        for p in self.store.all_objects(self._type("pod")):
-            if (p.get("status") or {}).get("podIP"):
-                for k, v in (p["metadata"].get("labels") or {}).items():
-                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
+        for ns, name in self._dirty.take_gone_services():
+            self._endpoints_of.pop((ns, name), None)
+            if (ns, name) in self.store.objects.get(ep_type.key, {}):
+                self.store.delete(ep_type, ns, name)
+        namespaces = self._dirty.take_namespaces()
         live = set()
-        for svc in self.store.all_objects(svc_type):
+        for svc in self.store.all_objects(svc_type) if full or namespaces else ():
             selector = (svc.get("spec") or {}).get("selector")
-            if not selector:
-                continue
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            if not selector or not (full or ns in namespaces):
+                continue
             live.add((ns, name))
             match = selector_from_match({"matchLabels": selector})
-            first = next(iter(selector.items()))
-            members = sorted((p for p in by_label.get((ns, *first), []) if match(p["metadata"].get("labels") or {})),
+            members = sorted((p for p in map(self.store.by_uid, self._index.candidates(ns, selector))
+                              if p is not None and (p.get("status") or {}).get("podIP")
+                              and match(p["metadata"].get("labels") or {})),
                              key=lambda p: p["metadata"]["name"])
+            made_from = (svc["metadata"]["resourceVersion"], tuple(p["metadata"]["resourceVersion"] for p in members))
+            if not full and self._endpoints_of.get((ns, name)) == made_from:
+                continue
+            self._endpoints_of[(ns, name)] = made_from
             ports = [self._port(svc_port, members) for svc_port in svc["spec"].get("ports") or []]
             self._put(ep_type, ns, name, self._endpoints(svc, members, ports))
             slice_name = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:5]}"
             self._put(slice_type, ns, slice_name, self._slice(svc, slice_name, members, ports))
-        for ep in self.store.all_objects(ep_type):
+        for ep in self.store.all_objects(ep_type) if full else ():
             if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in live:
                 self.store.delete(ep_type, ep["metadata"]["namespace"], ep["metadata"]["name"])
 

@@ -67,6 +67,23 @@ def parse_label_selector(text: str | None) -> Callable[[dict[str, str]], bool]:
     return lambda labels: all(r.matches(labels or {}) for r in reqs)
 
 
+def required_labels(text: str | None) -> list[tuple[str, str]]:
+    """The label=value pairs every object a selector matches must carry (its `=`, `==` and one-value `in`
+    requirements): what a label index can narrow a list by."""
+    out = []
+    for part in _split(text or ""):
+        eq = _EQ_RE.match(part)
+        if eq and eq.group(2) != "!=":
+            out.append((eq.group(1), eq.group(3)))
+            continue
+        st = _SET_RE.match(part)
+        if st and not st.group(1) and st.group(3) == "in":
+            values = [v.strip() for v in st.group(4).split(",") if v.strip()]
+            if len(values) == 1:
+                out.append((st.group(2), values[0]))
+    return out
+
+
 def selector_from_match(spec: dict[str, Any] | None) -> Callable[[dict[str, str]], bool]:
     """A LabelSelector object (matchLabels + matchExpressions) as a predicate. Empty matches all."""
     spec = spec or {}

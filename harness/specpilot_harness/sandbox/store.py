@@ -15,9 +15,10 @@ from typing import Any, Callable, Iterable
 from specpilot_harness.sandbox import errors, pod_security
 from specpilot_harness.sandbox.defaults import apply_defaults
 from specpilot_harness.sandbox.errors import ApiError
+from specpilot_harness.sandbox.label_index import LabelIndex
 from specpilot_harness.sandbox.patch import PatchError, apply_config, json_patch, merge_patch, strategic_merge
 from specpilot_harness.sandbox.resources import Registry, ResourceType
-from specpilot_harness.sandbox.selectors import parse_field_selector, parse_label_selector
+from specpilot_harness.sandbox.selectors import parse_field_selector, parse_label_selector, required_labels
 from specpilot_harness.sandbox.structural import prune
 
 Key = tuple[str, str]          # (group, plural)
@@ -82,6 +83,9 @@ class Store:
         self._log: deque[tuple[int, Key, str, dict[str, Any]]] = deque(maxlen=LOG_SIZE)
         self._watches: dict[Key, set[Watch]] = {}
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
+        self._labels = LabelIndex()
+        self._cluster_ips: set[str] = set()  # Services' addresses, and where to look for the next free one
+        self._next_cluster_ip = 10
         self._applied: dict[tuple[Key, ObjKey, str], dict[str, Any]] = {}
         self.listeners: list[Listener] = []
         # Deleted pods terminate gracefully (deletionTimestamp, grace period) and the pod runner removes them
@@ -103,6 +107,13 @@ class Store:
 
     def _okey(self, rtype: ResourceType, namespace: str | None, name: str) -> ObjKey:
         return ((namespace or "") if rtype.namespaced else "", name)
+
+    def _keep(self, rtype: ResourceType, okey: ObjKey, obj: dict[str, Any]) -> None:
+        """Every write of a stored object goes through here, so the label index stays exact."""
+        self._bucket(rtype)[okey] = obj
+        self._labels.put(rtype.key, okey, obj)
+        if rtype.kind == "Service" and not rtype.group:
+            self._cluster_ips.add((obj.get("spec") or {}).get("clusterIP"))
 
     def _emit(self, rtype: ResourceType, event_type: str, obj: dict[str, Any]) -> None:
         self._log.append((self.rv, rtype.key, event_type, obj))
@@ -162,8 +173,11 @@ class Store:
     def list(self, rtype: ResourceType, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         labels, fields = parse_label_selector(label_selector), parse_field_selector(field_selector)
+        bucket = self._bucket(rtype)
+        narrowed = self._labels.candidates(rtype.key, required_labels(label_selector))
+        items = bucket.items() if narrowed is None else ((k, bucket[k]) for k in narrowed if k in bucket)
         out = []
-        for (ns, _), obj in sorted(self._bucket(rtype).items()):
+        for (ns, _), obj in sorted(items):
             if namespace and rtype.namespaced and ns != namespace:
                 continue
             if labels(obj["metadata"].get("labels") or {}) and fields(obj):
@@ -245,7 +259,7 @@ class Store:
             return obj
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
-        self._bucket(rtype)[okey] = obj
+        self._keep(rtype, okey, obj)
         self._by_uid[meta["uid"]] = (rtype, okey)
         self._emit(rtype, "ADDED", obj)
         self._after_write(rtype, obj)
@@ -264,7 +278,9 @@ class Store:
         if meta.get("name", name) != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL")
         if subresource == "status":
-            new = {**copy.deepcopy(old), "status": new.get("status")}
+            # Stored objects are never changed in place, so the new version shares all but metadata and
+            # status with the old one (copying a whole pod per status write was most of the pod runner's cost).
+            new = {**old, "metadata": copy.deepcopy(old["metadata"]), "status": new.get("status")}
             if new["status"] is None:
                 new.pop("status")
         elif subresource in (None, "finalize"):
@@ -302,7 +318,7 @@ class Store:
         meta["resourceVersion"] = str(self.rv)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._terminating(rtype, new):
             return self._remove(rtype, new)
-        self._bucket(rtype)[self._okey(rtype, namespace, name)] = new
+        self._keep(rtype, self._okey(rtype, namespace, name), new)
         self._emit(rtype, "MODIFIED", new)
         self._after_write(rtype, new)
         return new
@@ -392,7 +408,7 @@ class Store:
             new.setdefault("status", {})["phase"] = "Terminating"
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)
-        self._bucket(rtype)[self._okey(rtype, namespace, name)] = new
+        self._keep(rtype, self._okey(rtype, namespace, name), new)
         self._emit(rtype, "MODIFIED", new)
         self._collect(rtype, new)
         return new
@@ -425,7 +441,7 @@ class Store:
         new["metadata"]["deletionGracePeriodSeconds"] = grace
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)
-        self._bucket(rtype)[self._okey(rtype, meta.get("namespace"), meta["name"])] = new
+        self._keep(rtype, self._okey(rtype, meta.get("namespace"), meta["name"]), new)
         self._emit(rtype, "MODIFIED", new)
         return new
 
@@ -433,7 +449,10 @@ class Store:
         meta = obj["metadata"]
         okey = self._okey(rtype, meta.get("namespace"), meta["name"])
         self._bucket(rtype).pop(okey, None)
+        self._labels.put(rtype.key, okey, None)
         self._by_uid.pop(meta["uid"], None)
+        if rtype.kind == "Service" and not rtype.group:
+            self._cluster_ips.discard((obj.get("spec") or {}).get("clusterIP"))
         for akey in [k for k in self._applied if k[0] == rtype.key and k[1] == okey]:
             del self._applied[akey]
         self.rv += 1
@@ -571,10 +590,12 @@ class Store:
                  "message": "the initial names have been accepted", "lastTransitionTime": stamp}]}
 
     def _cluster_ip(self) -> str:
-        used = {o.get("spec", {}).get("clusterIP") for o in self._bucket(self._type("", "services")).values()}
-        for n in range(10, 65000):
+        """The next free address after the last one given (scanning every Service per create was quadratic)."""
+        for _ in range(10, 65000):
+            n = self._next_cluster_ip
+            self._next_cluster_ip = n + 1 if n + 1 < 65000 else 10
             ip = f"10.96.{n // 250}.{n % 250 + 1}"
-            if ip not in used:
+            if ip not in self._cluster_ips:
                 return ip
         raise ApiError(500, "InternalError", "service IP range exhausted")
 

@@ -7,6 +7,8 @@ list item for rules under `items`, and only where that value is present (as in K
 
 from __future__ import annotations
 
+import json
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -18,6 +20,13 @@ from specpilot_runtime.speculative import Problem
 from .schema import join
 
 Schema = dict[str, Any]
+
+# `self.field` not followed by a call: a rule that reads `self` only this way depends on those fields only.
+_SELF = re.compile(r"(?<![\w.])self\b")
+_FIELD = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
+# Outcomes remembered, by rule and the JSON of what it reads: cel-python interprets a rule in milliseconds
+# (a real API server's cel-go in microseconds), and every reconcile and admission would pay it again.
+MEMO_SIZE = 16384
 
 
 @lru_cache(maxsize=1)
@@ -45,6 +54,54 @@ def evaluate(rule: str, value: Any) -> bool:
     return bool(result)
 
 
+@lru_cache(maxsize=None)
+def _fields(rule: str) -> frozenset[str] | None:
+    """The fields of `self` a rule reads, or None when it uses `self` any other way (whole, indexed, a
+    macro on it). A string literal can only make this conservative: an extra field, or None."""
+    fields = set()
+    for match in _SELF.finditer(rule):
+        field = _FIELD.match(rule, match.end())
+        if field is None:
+            return None
+        fields.add(field.group(1))
+    return frozenset(fields)
+
+
+def _reads(rules: tuple[str, ...], value: Any) -> Any:
+    """The part of `value` that `rules` can see: the same outcome as `value`, a smaller memo key."""
+    fields: set[str] = set()
+    for rule in rules:
+        used = _fields(rule)
+        if used is None or not isinstance(value, dict):
+            return value
+        fields |= used
+    return {k: v for k, v in value.items() if k in fields}
+
+
+def _outcome(rule: dict[str, str], value: Any) -> tuple[bool, str]:
+    """(holds, message when it does not) for `self = value`, remembered by what the rule reads."""
+    rules = (rule["rule"], rule.get("messageExpression", ""))
+    try:
+        key = json.dumps(_reads(rules, value), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: evaluate it as it is
+        return _evaluated(rule, value)
+    return _memo(tuple(sorted(rule.items())), key)
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _memo(rule: tuple[tuple[str, str], ...], key: str) -> tuple[bool, str]:
+    return _evaluated(dict(rule), json.loads(key))
+
+
+def _evaluated(rule: dict[str, str], value: Any) -> tuple[bool, str]:
+    try:
+        if evaluate(rule["rule"], value):
+            return True, ""
+        return False, _message(rule, value)
+    except ValueError as err:
+        return False, str(err)
+
+
 def _message(rule: dict[str, str], value: Any) -> str:
     """messageExpression's text when it evaluates to a string, else message (as the API server does)."""
     fallback = rule.get("message") or f"failed rule: {rule['rule']}"
@@ -67,11 +124,7 @@ def check(schema: Schema, value: Any, path: str) -> list[Problem]:
     """Every CEL rule under `schema` that `value` breaks, reported at the rule's fieldPath."""
     problems: list[Problem] = []
     for rule in schema.get("x-kubernetes-validations", ()):
-        try:
-            ok = evaluate(rule["rule"], value)
-            message = _message(rule, value)
-        except ValueError as err:
-            ok, message = False, str(err)
+        ok, message = _outcome(rule, value)
         if not ok:
             problems.append(Problem(_field_path(path, rule.get("fieldPath", "")), message))
     if isinstance(value, dict):

@@ -4,6 +4,7 @@ pruned; status from what the children report. Synchronous: the async side runs i
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 from specpilot import render
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
+from specpilot.controller import applied as ap
 from specpilot.controller import metric_names as m
 from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
@@ -69,20 +71,27 @@ class Reconciler:
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
-        # Children per object by kind, for the managed-objects gauge.
+        # Children per object by kind, and their sum (kept up to date, not summed per reconcile: that
+        # was linear in the objects), for the managed-objects gauge.
         self.children: dict[tuple[str, str], Counter[str]] = {}
+        self._total: Counter[str] = Counter()
+        self._counting = threading.Lock()  # reconciles of different objects run in parallel threads
+        # Per object: the digest of the body last applied to each child, by (kind, name) (applied.py).
+        self.applied: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
 
     def forget(self, namespace: str, name: str) -> None:
         self.rendered.pop((namespace, name), None)
-        self.children.pop((namespace, name), None)
-        self._count_children()
+        self.applied.pop((namespace, name), None)
+        self._count_children((namespace, name), Counter())
 
-    def _count_children(self) -> None:
-        total: Counter[str] = Counter()
-        for counts in self.children.values():
-            total.update(counts)
-        for kind in ("ConfigMap", "Deployment", "Service"):
-            self.metrics.managed.labels(kind).set(total[kind])
+    def _count_children(self, key: tuple[str, str], counts: Counter[str]) -> None:
+        with self._counting:
+            self._total.subtract(self.children.pop(key, Counter()))
+            self._total.update(counts)
+            if counts:
+                self.children[key] = counts
+            for kind in ("ConfigMap", "Deployment", "Service"):
+                self.metrics.managed.labels(kind).set(self._total[kind])
 
     def needs_render(self, obj: dict[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -146,20 +155,27 @@ class Reconciler:
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         applied_any = False
         live: dict[tuple[str, str], dict[str, Any]] = {}
+        applied = self.applied.setdefault((ns, name), {})
         for child in desired:
             key = (child["kind"], child["metadata"]["name"])
             before = existing.pop(key, None)
-            after = self.kube.apply(child)
+            body = ap.digest(child)
+            if before is not None and applied.get(key) == body and ap.holds(before, child):
+                after = before
+            else:
+                applied.pop(key, None)
+                after = self.kube.apply(child)
+                applied[key] = body
             live[key] = after
             if before is None or _content(before) != _content(after):
                 applied_any = True
                 self._announce(obj, child, before, first, reverting)
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
+            applied.pop((kind, child_name), None)
             applied_any = True
             self.events.normal(obj, "Deleted", f"deleted {kind} {child_name}: no longer rendered")
-        self.children[(ns, name)] = Counter(kind for kind, _ in live)
-        self._count_children()
+        self._count_children((ns, name), Counter(kind for kind, _ in live))
         deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
         new_status = st.running_status(old_status, generation, sd.spec.speculative.method, rollout,
