@@ -47,6 +47,8 @@ CPU_ARGS = ["--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "8"]
 MAX_TOKENS = 96
 POLL_S = 2.0
 ROLLOUT_TIMEOUT_S = 300.0
+# The sweep measures every N twice; the gap between the rounds is its own repeatability.
+SWEEP_ROUNDS = 2
 REAL_METHODS = ("draft_model", "ngram")
 # Windows scaled for CPU: a tiny model serves a few hundred tokens/s per pod, so 10 s hold thousands of
 # tokens and hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
@@ -74,7 +76,8 @@ class RealRunResult:
     default_n: int
     candidates: list[int]
     margin: float
-    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)
+    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)  # mean of the measuring rounds
+    swept_rounds: dict[int, list[float]] = field(default_factory=dict)  # tokens/s per N in each round
     swept_errors: dict[int, int] = field(default_factory=dict)
     path: list[dict[str, Any]] = field(default_factory=list)  # the tuner's decisions, in order
     canaries: list[int] = field(default_factory=list)
@@ -108,7 +111,8 @@ def report(result: RealRunResult) -> str:
     if v["best_n"] is not None:
         lines.append(f"Judge: best swept N={v['best_n']}; the tuner's N delivers {v['share_of_best']:.1%} of it "
                      f"(the default {v['default_share_of_best']:.1%}); promotions worse than the N they "
-                     f"replaced by more than {result.margin:.0%}: {len(v['worse_promotions'])}")
+                     f"replaced by more than {result.margin:.0%}: {len(v['worse_promotions'])}; the sweep "
+                     f"repeats within {v['repeatability']:.1%}")
     return "\n".join(lines)
 
 
@@ -122,7 +126,14 @@ def verdict(result: RealRunResult) -> dict[str, Any]:
     worse = [p for p in result.promotions
              if p["from"] in swept and p["to"] in swept and swept[p["to"]] < swept[p["from"]] * (1 - result.margin)]
     return {"best_n": best_n, "share_of_best": swept[result.final_n] / swept[best_n],
-            "default_share_of_best": swept.get(result.default_n, 0.0) / swept[best_n], "worse_promotions": worse}
+            "default_share_of_best": swept.get(result.default_n, 0.0) / swept[best_n], "worse_promotions": worse,
+            "repeatability": repeatability(result)}
+
+
+def repeatability(result: RealRunResult) -> float:
+    """The sweep's own noise: the largest relative gap between two measuring rounds of one N."""
+    gaps = [abs(r[0] - r[1]) / max(sum(r) / 2, 1e-9) for r in result.swept_rounds.values() if len(r) >= 2]
+    return max(gaps, default=0.0)
 
 
 def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
@@ -255,15 +266,17 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
     per_pod = max(1, opts.concurrency // 2)  # what a pod serves while a canary shares the load
     try:
         await asyncio.gather(*(_load(t, per_pod, opts.warmup_s) for t in targets.values()))
-        summaries = await asyncio.gather(*(_load(t, per_pod, opts.measure_s) for t in targets.values()))
+        for round_ in range(SWEEP_ROUNDS):
+            summaries = await asyncio.gather(*(_load(t, per_pod, opts.measure_s) for t in targets.values()))
+            for n, summary in zip(targets, summaries):
+                result.swept_rounds.setdefault(n, []).append(summary.total.tokens_per_s)
+                result.swept_errors[n] = result.swept_errors.get(n, 0) + summary.total.errors
+            console.print(f"  round {round_ + 1}: " + "  ".join(
+                f"N={n}: {summary.total.tokens_per_s:.0f}" for n, summary in zip(targets, summaries)) + " tokens/s")
     finally:
         for t in targets.values():
             t.close()
-    for n, summary in zip(targets, summaries):
-        result.swept_tokens_per_s[n] = summary.total.tokens_per_s
-        result.swept_errors[n] = summary.total.errors
-        console.print(f"  N={n}: {summary.total.tokens_per_s:.1f} tokens/s ({summary.total.requests} requests, "
-                      f"{summary.total.errors} errors)")
+    result.swept_tokens_per_s = {n: sum(r) / len(r) for n, r in result.swept_rounds.items()}
     result.sweep_s = time.monotonic() - started
 
 
