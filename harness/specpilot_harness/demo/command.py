@@ -74,10 +74,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_real(args: argparse.Namespace) -> int:
-    window = args.window or REAL_WINDOW
-    if not re.fullmatch(DURATION_PATTERN, window):
-        raise SystemExit(f"specpilot demo: --window {window!r} is not a duration like 10s or 1m")
-    opts = real_options(args.method, window, args.workdir / "vllm")
+    opts = real_options(args.method, _window(args, REAL_WINDOW), args.workdir / "vllm")
     console = Console()
     try:
         result = asyncio.run(run_real(opts, console))
