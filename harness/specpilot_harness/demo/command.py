@@ -52,13 +52,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def _window(args: argparse.Namespace, default: str) -> str:
+    window = args.window or default
+    if not re.fullmatch(DURATION_PATTERN, window):
+        raise SystemExit(f"specpilot demo: --window {window!r} is not a duration like {default} or 1m")
+    return str(window)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return _run_real(args)
-    args.window = args.window or "2s"
+    args.window = _window(args, "2s")
     args.out = args.out or Path("out/demo-goodput.png")
-    if not re.fullmatch(DURATION_PATTERN, args.window):
-        raise SystemExit(f"specpilot demo: --window {args.window!r} is not a duration like 2s or 1m")
     if args.time_scale <= 0 or args.concurrency < 1 or args.time_limit <= 0:
         raise SystemExit("specpilot demo: --time-scale, --concurrency and --time-limit must be positive")
     opts = DemoOptions(profile=args.profile, time_limit_s=args.time_limit, window=args.window,
