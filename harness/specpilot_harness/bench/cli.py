@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import operator_bench
+from . import operator_bench, tuned_bench
 from .profile import ProfileError, parse_profiles
 from .report import family_rows, markdown, run_all, table_rows
 
@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
     operator_bench.register(sub)
+    tuned_bench.register(sub)
 
 
 def run(args: argparse.Namespace) -> int:

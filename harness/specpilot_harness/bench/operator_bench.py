@@ -253,8 +253,11 @@ async def _wait_for_leader(http: aiohttp.ClientSession) -> None:
 
 
 def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        return resp.read().decode()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            return resp.read().decode()
+    except OSError:  # the operator exited (it lost its Lease): the size reports what it can, see its log
+        return ""
 
 
 COLUMNS = (("deployments", "objects", "{:.0f}"), ("ready", "Ready", "{:.0f}"), ("last_ready_s", "last Ready s", "{:.1f}"),

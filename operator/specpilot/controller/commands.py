@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from specpilot.api.validate import add_policy_arguments, policy_from
+from specpilot.controller import log_levels
 from specpilot.controller.health import DEFAULT_STALL_S, HEARTBEAT_S
 from specpilot.controller.operator import OperatorOptions, run_operator
 from specpilot.render.images import add_serving_arguments, serving_defaults_from
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_levels.install()
     if not args.verbose:
         # Kopf logs every handler run at INFO; the reconciler logs what changed.
         logging.getLogger("kopf").setLevel(logging.WARNING)
