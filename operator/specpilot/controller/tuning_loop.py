@@ -68,6 +68,7 @@ class TuningLoop:
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         while not stopped:
+            started = time.monotonic()
             try:
                 window_s = await self.tick()
             except NotLeader:
@@ -77,11 +78,11 @@ class TuningLoop:
                 self.counter.reset()
                 window_s = POLL_S * 4
             spec_n = _spec_n(body)
-            waited = 0.0
-            # Sliced waits: a stop, or the user editing N by hand, must not wait for the window to end.
-            while waited < window_s and not stopped and _spec_n(body) == spec_n:
+            # Windows start window_s apart: the tick's own time (API calls, scrapes) is part of the window, not
+            # added to it, so windows do not fall behind. Sliced waits: a stop, or the user editing N by hand,
+            # must not wait for the window to end.
+            while (waited := time.monotonic() - started) < window_s and not stopped and _spec_n(body) == spec_n:
                 await stopped.wait(min(POLL_S, window_s - waited))
-                waited += POLL_S
 
     async def tick(self) -> float:
         """One window; returns the seconds to the next one."""
