@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specpilot.api.models import Tuning
 from specpilot.tuning import costs
 from specpilot.tuning.judge import health_problem, judge
 from specpilot.tuning.observations import TrackWindow, WindowRecord, record
@@ -180,9 +181,17 @@ def test_judge_weighs_loads_by_the_round_mix_not_by_the_windows_it_saw() -> None
 def test_health_gate() -> None:
     ok = snapshot(3, 4.0)
     bad = TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1, errors=5)
-    assert health_problem(ok, None) == "canary pods disappeared"
-    assert health_problem(ok, bad) == "canary errors 5 above stable's"
-    assert health_problem(ok, TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1)) is None
+    assert health_problem(ok, None, 2.0) == "canary pods disappeared"
+    assert health_problem(ok, bad, 2.0) == "canary errors 5 above stable's"
+    assert health_problem(ok, TrackWindow(n=5, delta=ok.delta, ready_pods=1, desired_pods=1), 2.0) is None
+
+
+def test_health_gate_follows_the_spec_error_gate() -> None:
+    # Stable restarts 2 per pod: at the default errorGate 2 a canary may reach 2 x 2 + 1 = 5 per pod.
+    stable = TrackWindow(n=3, delta=snapshot(3, 4.0).delta, ready_pods=1, desired_pods=1, errors=2)
+    canary = TrackWindow(n=5, delta=stable.delta, ready_pods=1, desired_pods=1, errors=5)
+    assert health_problem(stable, canary, Tuning().error_gate) is None
+    assert health_problem(stable, canary, 1.0) == "canary errors 5 above stable's"
 
 
 def test_schedule_lowers_n_as_batch_size_rises() -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from specpilot.api.models import Canary, Tuning
-from specpilot.tuning import PHASES, Action, Observations, TrackWindow, TunerState, step
+from specpilot.tuning import Action, Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import costs
 from specpilot.tuning.state import MAX_HISTORY
 from specpilot_runtime.speculative import Family
@@ -96,7 +96,7 @@ def test_converges_to_the_oracle_on_clean_data(load: float) -> None:
     assert state.phase == "converged"
     assert state.stable_n == oracle(load) == dep.stable_n
     assert sum(a.kind == "start_canary" for a in actions) <= 3
-    assert all(p in PHASES for p in (h["phase"] for h in state.history))
+    assert all(p in tuple(Phase) for p in (h["phase"] for h in state.history))
 
 
 def test_every_decision_records_its_numbers() -> None:
@@ -152,6 +152,31 @@ def test_drift_returns_to_observing() -> None:
     assert state.phase == "observing"
     assert state.round == 2 and state.canaries_in_round == 0
     assert state.history[-1]["reason"].startswith("drift")
+
+
+@pytest.mark.parametrize("threshold, acceptance_drift", [(0.08, True), (0.5, False)])
+def test_drift_threshold_from_the_spec(threshold: float, acceptance_drift: bool) -> None:
+    # Halving acceptance moves tokens per step by about 37% at the N this converges to: drift at the default
+    # driftThreshold 0.08, none at 0.5 (re-planning on the load mix may still re-open the round).
+    tuning = TUNING.model_copy(update={"drift_threshold": threshold})
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    state, _ = run(dep, state, tuning=tuning, windows=6)
+    dep.curve = tuple(s * 0.5 for s in CURVE)
+    state, _ = run(dep, state, tuning=tuning, windows=12, until="observing")
+    assert any("tokens per step moved" in h["reason"] for h in state.history) == acceptance_drift
+
+
+def test_max_canaries_per_round_from_the_spec() -> None:
+    # By default this round tries more than one canary; with maxCanariesPerRound 1 it stops after the first.
+    _, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), until="converged")
+    assert sum(a.kind == "start_canary" for a in actions) > 1
+    tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxCanariesPerRound": 1})
+    state, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), tuning=tuning,
+                         until="converged")
+    assert sum(a.kind == "start_canary" for a in actions) == 1
+    assert state.phase == "converged" and state.canaries_in_round == 1
+    assert any(a.kind == "stop" and a.reason == "canary budget of the round spent" for a in actions)
 
 
 def test_load_drift_returns_to_observing() -> None:

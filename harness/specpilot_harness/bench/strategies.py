@@ -21,8 +21,9 @@ from specpilot.tuning import TunerState, step
 from .profile import Profile
 from .simulate import Deployment
 
-MAX_CANARIES = 8
-MAX_WINDOWS = 48
+# Every strategy gets the tuner's default round budget (spec.tuning.maxCanariesPerRound, maxWindowsPerRound).
+MAX_CANARIES = Tuning().max_canaries_per_round
+MAX_WINDOWS = Tuning().max_windows_per_round
 BASELINE_WINDOWS = 2  # measured windows per candidate for sweep and hill-climb
 
 

@@ -256,6 +256,20 @@ class Tuning(_Model):
     cooldown: str = Field("1h", pattern=DURATION_PATTERN, description="Wait between tuning rounds.")
     mode: Literal["single", "schedule"] = Field(
         "single", description="single: one N; schedule: also propose an N per batch-size range.")
+    max_canaries_per_round: int = Field(
+        8, ge=1, le=64, description="Canaries a tuning round may start; a round that spends them without "
+                                    "converging stops at the best N so far.")
+    max_windows_per_round: int = Field(
+        48, ge=1, le=10000, description="Analysis windows a tuning round may take; a round that spends them "
+                                        "without converging stops at the best N so far.")
+    error_gate: float = Field(
+        2.0, ge=0.0, le=100.0,
+        description="A canary whose container restarts per pod in a window exceed errorGate times the stable "
+                    "track's, plus one, is rolled back at once, whatever its goodput.")
+    drift_threshold: float = Field(
+        0.08, gt=0.0, le=1.0,
+        description="After convergence, a relative change of the stable track's accepted tokens per step this "
+                    "large (or several standard errors of its window spread, if larger) starts a new round.")
 
 
 class SpeculativeDeploymentSpec(_Model):

@@ -7,12 +7,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from specpilot.controller import metric_names as m
-from specpilot.tuning import Action, TrackWindow
+from specpilot.tuning import Action, ActionKind, TrackWindow
 
 NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
-DECISION_OF = {"hold": m.DECISION_HOLD, "start_canary": m.DECISION_START_CANARY,
-               "keep_analysing": m.DECISION_CONTINUE, "promote": m.DECISION_PROMOTE,
-               "rollback": m.DECISION_ROLLBACK, "stop": m.DECISION_STOP}
+# The one mapping of the tuner's actions to `decision` label values (RESET is the controller's, never counted).
+DECISION_OF: dict[ActionKind, str] = {
+    ActionKind.HOLD: m.DECISION_HOLD, ActionKind.START_CANARY: m.DECISION_START_CANARY,
+    ActionKind.KEEP_ANALYSING: m.DECISION_CONTINUE, ActionKind.PROMOTE: m.DECISION_PROMOTE,
+    ActionKind.ROLLBACK: m.DECISION_ROLLBACK, ActionKind.STOP: m.DECISION_STOP}
 
 
 def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:

@@ -12,7 +12,8 @@ from typing import Any
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.render.engine import engine_config
 from specpilot.tuning import TunerState
-from specpilot.tuning.state import PHASES, STATE_VERSION
+from specpilot.tuning.kinds import ActionKind, Phase
+from specpilot.tuning.state import STATE_VERSION
 
 INVALID_STATE = "TuningStateInvalid"
 _OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
@@ -25,8 +26,8 @@ def _int(value: Any) -> bool:
 
 def _shape_problem(tuning: dict[str, Any]) -> str | None:
     """What from_status would take on trust: types it does not convert and values it does not check."""
-    if tuning.get("phase") not in PHASES:
-        return f"phase {tuning.get('phase')!r} is not one of {', '.join(PHASES)}"
+    if tuning.get("phase") not in tuple(Phase):
+        return f"phase {tuning.get('phase')!r} is not one of {', '.join(Phase)}"
     for key in ("stableN", "round", "seq"):
         if not _int(tuning.get(key)) or tuning[key] < 0:
             return f"{key} {tuning.get(key)!r} is not a whole number >= 0"
@@ -86,7 +87,7 @@ def resume(tuning: Any, sd: SpeculativeDeployment, now: float) -> tuple[TunerSta
         return TunerState.from_status(tuning, method=spec.method, stable_n=spec.num_speculative_tokens,
                                       block_size=spec.block_size, now=now), None
     fresh = TunerState.new(spec.method, spec.num_speculative_tokens, spec.block_size, now)
-    fresh.log({"time": now, "seq": 0, "round": fresh.round, "phase": fresh.phase, "action": "reset",
+    fresh.log({"time": now, "seq": 0, "round": fresh.round, "phase": fresh.phase, "action": ActionKind.RESET,
                "n": fresh.stable_n, "reason": f"status.tuning was not the tuner's ({found}): restarted from "
                                               f"spec N={fresh.stable_n}", "numbers": {}})
     return fresh, found

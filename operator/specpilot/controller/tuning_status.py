@@ -18,13 +18,20 @@ from specpilot.controller import status as st
 from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
-from specpilot.tuning import Action, Observations, TrackWindow, TunerState
+from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
 
 # status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
 # edits spec N by hand, the two differ and the user wins (the tuner restarts from the new N).
 SPEC_N_KEY = "specN"
-PHASE_REASONS = {"observing": "Observing", "canary_starting": "CanaryStarting", "analysing": "Analysing",
-                 "promoting": "Promoting", "rolling_back": "RollingBack", "converged": "Converged"}
+
+
+def _camel(kind: str) -> str:
+    return "".join(w.capitalize() for w in kind.split("_"))
+
+
+# The one mapping of the tuner's phases to Tuning condition reasons and of its actions to Event reasons.
+PHASE_REASONS: dict[Phase, str] = {p: _camel(p) for p in Phase}
+EVENT_REASONS: dict[ActionKind, str] = {k: "Tuning" + _camel(k) for k in ActionKind}
 METRICS_UNAVAILABLE = "MetricsUnavailable"
 
 
@@ -79,16 +86,16 @@ def restart_at_spec(state: TunerState, spec_n: int, now: float) -> TunerState:
     """A fresh tuner at the user's N, keeping the decision history (with this reset in it)."""
     fresh = TunerState.new(state.method, spec_n, state.block_size, now)
     fresh.history = list(state.history)
-    fresh.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase, "action": "reset",
-               "n": spec_n, "reason": f"spec N edited by hand ({state.stable_n} -> {spec_n}): the user wins",
-               "numbers": {}})
+    fresh.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
+               "action": ActionKind.RESET, "n": spec_n,
+               "reason": f"spec N edited by hand ({state.stable_n} -> {spec_n}): the user wins", "numbers": {}})
     return fresh
 
 
 def tuning_condition(state: TunerState, action: Action) -> tuple[str, str, str]:
     """(status, reason, message) of the Tuning condition after a decision."""
     where = f"stable N={state.stable_n}" + (f", canary N={state.canary_n}" if state.canary_n is not None else "")
-    return "True", PHASE_REASONS.get(state.phase, "Tuning"), f"round {state.round}, {where}: {action.reason}"
+    return "True", PHASE_REASONS[state.phase], f"round {state.round}, {where}: {action.reason}"
 
 
 def status_patch(old_status: dict[str, Any], state: TunerState, spec_n: int, condition: tuple[str, str, str],
@@ -142,9 +149,9 @@ def _numbers(numbers: dict[str, Any]) -> str:
 
 
 def decision_event(entry: dict[str, Any]) -> Decision:
-    action = str(entry.get("action", ""))
-    reason = "Tuning" + "".join(w.capitalize() for w in action.split("_"))
+    action = ActionKind(entry["action"])
+    reason = EVENT_REASONS[action]
     message = f"{action} N={entry.get('n')} (round {entry.get('round')}): {entry.get('reason', '')}"
     numbers = _numbers(entry.get("numbers") or {})
-    return Decision("Warning" if action == "rollback" else "Normal", reason,
+    return Decision("Warning" if action == ActionKind.ROLLBACK else "Normal", reason,
                     f"{message}. {numbers}" if numbers else message)

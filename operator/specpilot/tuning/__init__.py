@@ -21,8 +21,10 @@ sequential canary test and health gates), `schedule` (per-load N), `drift`, `sta
 (`step`).
 """
 
-from .machine import ACTIONS, Action, candidates, step
+from .kinds import ActionKind, Phase, Ruling
+from .machine import Action, candidates, step
 from .observations import Observations, TrackWindow
-from .state import PHASES, TunerState
+from .state import TunerState
 
-__all__ = ["ACTIONS", "PHASES", "Action", "Observations", "TrackWindow", "TunerState", "candidates", "step"]
+__all__ = ["Action", "ActionKind", "Observations", "Phase", "Ruling", "TrackWindow", "TunerState", "candidates",
+           "step"]

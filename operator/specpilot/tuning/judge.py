@@ -36,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .kinds import Ruling
 from .observations import TrackWindow, WindowRecord
 
 MIN_WINDOWS = 4
@@ -55,11 +56,14 @@ GAIN_PRIOR_SD = 0.15
 # tracks do not share, plus acceptance noise).
 NOISE_PRIOR_SD = 0.06
 NOISE_PRIOR_DOF = 4.0
+# Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
+# is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
+ERROR_SLACK = 1.0
 
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str  # "promote" | "rollback" | "continue"
+    decision: Ruling
     gain: float  # measured relative goodput gain of the canary (posterior mean)
     lower: float
     upper: float
@@ -73,13 +77,15 @@ class Verdict:
                 "upper_pct": pct(self.upper), "windows": self.windows, "reason": self.reason}
 
 
-def health_problem(stable: TrackWindow | None, canary: TrackWindow | None) -> str | None:
-    """A reason to roll back now, whatever the numbers say; None when the canary is healthy."""
+def health_problem(stable: TrackWindow | None, canary: TrackWindow | None, error_gate: float) -> str | None:
+    """A reason to roll back now, whatever the numbers say; None when the canary is healthy.
+    `error_gate` is spec.tuning.errorGate: the canary's errors per pod may reach that many times stable's,
+    plus ERROR_SLACK."""
     if canary is None:
         return "canary pods disappeared"
     if canary.errors > 0:
         stable_rate = (stable.errors / max(stable.ready_pods, 1)) if stable else 0.0
-        if canary.errors / max(canary.ready_pods, 1) > 2 * stable_rate + 1:
+        if canary.errors / max(canary.ready_pods, 1) > error_gate * stable_rate + ERROR_SLACK:
             return f"canary errors {canary.errors:g} above stable's"
     return None
 
@@ -200,7 +206,7 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     pairs = paired(stable, canary)
     m = len(pairs)
     if m < MIN_WINDOWS:
-        return Verdict("continue", 0.0, -math.inf, math.inf, m, "too few paired windows")
+        return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows")
     est = measured_gain(pairs, stable, loads, objective)
     mu, covered = est.mean, est.covered
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look).
@@ -210,19 +216,20 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
     if covered < COVERAGE:
         if m >= EXTEND * max_windows:
-            return Verdict("rollback", gain, lower, upper, m, f"loads carrying {1 - covered:.0%} of the goodput "
-                                                              f"never seen in {m} windows")
-        return Verdict("continue", gain, lower, upper, m, f"waiting for loads carrying {1 - covered:.0%} "
-                                                          f"of the goodput")
+            return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
+                           f"loads carrying {1 - covered:.0%} of the goodput never seen in {m} windows")
+        return Verdict(Ruling.CONTINUE, gain, lower, upper, m,
+                       f"waiting for loads carrying {1 - covered:.0%} of the goodput")
     if mu >= target and lo > 0:
-        return Verdict("promote", gain, lower, upper, m,
+        return Verdict(Ruling.PROMOTE, gain, lower, upper, m,
                        f"measured better by {gain:.1%} (lower bound {lower:.1%})")
     if hi < target:
-        return Verdict("rollback", gain, lower, upper, m,
+        return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
                        f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, upper bound {upper:.1%})")
     if m >= max_windows and mu >= target and m < EXTEND * max_windows:
-        return Verdict("continue", gain, lower, upper, m, f"promising: measured {gain:+.1%}, not proven yet")
+        return Verdict(Ruling.CONTINUE, gain, lower, upper, m,
+                       f"promising: measured {gain:+.1%}, not proven yet")
     if m >= max_windows:
-        return Verdict("rollback", gain, lower, upper, m, f"inconclusive after {m} windows "
-                                                          f"(measured {gain:+.1%})")
-    return Verdict("continue", gain, lower, upper, m, "undecided")
+        return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
+                       f"inconclusive after {m} windows (measured {gain:+.1%})")
+    return Verdict(Ruling.CONTINUE, gain, lower, upper, m, "undecided")

@@ -23,6 +23,7 @@ from specpilot_runtime.speculative import METHODS, Family, max_n
 
 from . import drift
 from .judge import EXTEND, health_problem, judge, promotion_power
+from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import plan, posterior_goodput
 from .schedule import propose
@@ -35,15 +36,10 @@ OBSERVE_WINDOWS = 2
 # Windows of load seen in a round before it may converge: the best N depends on the load mix, and two
 # windows may not have seen it yet (a canary can start earlier: it is itself a way to learn).
 CONVERGE_WINDOWS = 6
-# A round ends (action stop) when it has spent this many canaries or windows without converging.
-MAX_CANARIES_PER_ROUND = 8
-MAX_WINDOWS_PER_ROUND = 48
 # Default candidate ceiling when the spec lists none: the source article's sweeps (docs/references.md §1)
 # for sequential and lookup drafters went to 7; parallel drafters are bounded by their block size instead.
 DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
-LOADS_KEPT = 48
-
-ACTIONS = ("hold", "start_canary", "keep_analysing", "promote", "rollback", "stop")
+LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
 
 
 @dataclass(frozen=True)
@@ -55,7 +51,7 @@ class Action:
     stop: remove any canary and stop tuning this round (disabled, or the round's budget is spent).
     """
 
-    kind: str
+    kind: ActionKind
     n: int | None = None
     reason: str = ""
 
@@ -102,15 +98,15 @@ def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, An
 def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
     at_stable = [r for r in state.records if r.n == state.stable_n]
     if len(at_stable) < OBSERVE_WINDOWS or not any(r.track == "stable" for r in state.records):
-        return Action("hold", state.stable_n, "observing the stable track")
-    if state.canaries_in_round >= MAX_CANARIES_PER_ROUND:
+        return Action(ActionKind.HOLD, state.stable_n, "observing the stable track")
+    if state.canaries_in_round >= tuning.max_canaries_per_round:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
     model = _model(state)
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
              _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
              exclude=state.tried, power=_power(model, tuning))
     if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
-        return Action("hold", state.stable_n, f"observing the load mix (best N so far {p.best_n})")
+        return Action(ActionKind.HOLD, state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
         state.near_tie = p.tie_reason or None
         return _converge(state, tuning, now, p.tie_reason or f"no candidate worth a canary (best N={p.best_n})",
@@ -119,9 +115,9 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     state.canary_n = n
     state.canaries_in_round += 1
     state.tried.append(n)
-    state.enter("canary_starting", now)
-    return _decide(state, now, Action("start_canary", n, f"expected value {p.value[n]:.2%} over cost "
-                                                        f"{p.cost[n]:.2%}"), p.to_json())
+    state.enter(Phase.CANARY_STARTING, now)
+    reason = f"expected value {p.value[n]:.2%} over cost {p.cost[n]:.2%}"
+    return _decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
 
 
 def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: bool = False,
@@ -135,8 +131,8 @@ def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: 
                            _loads(state), tuning.objective)
         state.schedule = proposal.to_json()
         numbers["schedule"] = state.schedule
-    state.enter("converged", now)
-    return _decide(state, now, Action("stop" if stop else "hold", state.stable_n, reason), numbers)
+    state.enter(Phase.CONVERGED, now)
+    return _decide(state, now, Action(ActionKind.STOP if stop else ActionKind.HOLD, state.stable_n, reason), numbers)
 
 
 def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
@@ -144,23 +140,23 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
     if c is not None and c.n == state.canary_n and c.ready_pods >= c.desired_pods > 0:
         # This window straddles the restart and warm-up; analysis starts with the next one.
         state.analysis_from_seq = state.seq + 1
-        state.enter("analysing", now)
-        return Action("keep_analysing", state.canary_n, "canary ready")
+        state.enter(Phase.ANALYSING, now)
+        return Action(ActionKind.KEEP_ANALYSING, state.canary_n, "canary ready")
     if now - state.phase_since > duration_seconds(tuning.canary.progress_deadline):
         return _rollback(state, now, "canary not ready within progressDeadline", {})
-    return Action("keep_analysing", state.canary_n, "waiting for the canary to be ready")
+    return Action(ActionKind.KEEP_ANALYSING, state.canary_n, "waiting for the canary to be ready")
 
 
 def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
     n = state.canary_n
     state.canary_n = None
     state.analysis_from_seq = None
-    state.enter("rolling_back", now)
-    return _decide(state, now, Action("rollback", n, reason), numbers)
+    state.enter(Phase.ROLLING_BACK, now)
+    return _decide(state, now, Action(ActionKind.ROLLBACK, n, reason), numbers)
 
 
 def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
-    problem = health_problem(obs.stable, obs.canary)
+    problem = health_problem(obs.stable, obs.canary, tuning.error_gate)
     if problem:
         return _rollback(state, now, problem, {})
     since = state.analysis_from_seq or 0
@@ -173,13 +169,13 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     v = judge(round_stable, canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
               tuning.canary.windows)
     numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
-    if v.decision == "continue" and v.windows < tuning.canary.windows \
+    if v.decision == Ruling.CONTINUE and v.windows < tuning.canary.windows \
             and state.seq - since + 1 >= 2 * tuning.canary.windows:
         # Windows go by but the canary yields no comparable data (no traffic, wrong N): give up on it.
         return _rollback(state, now, f"only {v.windows} comparable windows in {state.seq - since + 1}", numbers)
-    if v.decision == "continue":
-        return Action("keep_analysing", state.canary_n, v.reason)
-    if v.decision == "rollback":
+    if v.decision == Ruling.CONTINUE:
+        return Action(ActionKind.KEEP_ANALYSING, state.canary_n, v.reason)
+    if v.decision == Ruling.ROLLBACK:
         return _rollback(state, now, v.reason, numbers)
     c = state.canary_n
     assert c is not None
@@ -202,16 +198,16 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         g = posterior_goodput(state.method, state.records, model, [alt, c], loads, tuning.objective)
         p_alt = float((g[:, 0] > g[:, 1]).mean())
         if p_alt > 1.0 - tuning.confidence:
-            return Action("keep_analysing", c, f"better than stable; N={alt} better still with "
-                                               f"probability {p_alt:.0%}")
+            return Action(ActionKind.KEEP_ANALYSING, c,
+                          f"better than stable; N={alt} better still with probability {p_alt:.0%}")
     state.stable_n = c
     state.canary_n = None
     state.analysis_from_seq = None
     # An N rolled back against the old stable (or before the round had seen its whole load mix) may well
     # beat the new one: against it, only the planner's value and the round's budget rule it out.
     state.tried = []
-    state.enter("promoting", now)
-    return _decide(state, now, Action("promote", c, v.reason), numbers)
+    state.enter(Phase.PROMOTING, now)
+    return _decide(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
 
 
 def _record_window(state: TunerState, obs: Observations) -> None:
@@ -220,7 +216,7 @@ def _record_window(state: TunerState, obs: Observations) -> None:
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s)
-    analysing = state.phase == "analysing" and state.analysis_from_seq is not None \
+    analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
     if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:
         recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s)
@@ -239,28 +235,28 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
         # Drop any canary; when tuning is enabled again, it resumes by observing the stable track.
         st.canary_n = None
         st.analysis_from_seq = None
-        if st.phase not in ("observing", "converged"):
-            st.enter("observing", now)
-        return st, Action("stop", st.stable_n, "tuning disabled")
+        if st.phase not in (Phase.OBSERVING, Phase.CONVERGED):
+            st.enter(Phase.OBSERVING, now)
+        return st, Action(ActionKind.STOP, st.stable_n, "tuning disabled")
     _record_window(st, obs)
-    if st.phase == "converged":
+    if st.phase == Phase.CONVERGED:
         return st, _converged(st, tuning, obs, now)
-    if st.windows_in_round > MAX_WINDOWS_PER_ROUND:
+    if st.windows_in_round > tuning.max_windows_per_round:
         st.canary_n = None
         return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
-    if st.phase == "canary_starting":
+    if st.phase == Phase.CANARY_STARTING:
         return st, _canary_starting(st, tuning, obs, now)
-    if st.phase == "analysing":
+    if st.phase == Phase.ANALYSING:
         return st, _analyse(st, tuning, obs, now)
-    if st.phase == "promoting":
+    if st.phase == Phase.PROMOTING:
         s = obs.stable
         if s is None or s.n != st.stable_n or s.ready_pods < s.desired_pods or obs.canary is not None:
-            return st, Action("hold", st.stable_n, "waiting for the stable track to roll")
-        st.enter("observing", now)
-    if st.phase == "rolling_back":
+            return st, Action(ActionKind.HOLD, st.stable_n, "waiting for the stable track to roll")
+        st.enter(Phase.OBSERVING, now)
+    if st.phase == Phase.ROLLING_BACK:
         if obs.canary is not None and obs.canary.ready_pods > 0:
-            return st, Action("hold", None, "waiting for the canary to go")
-        st.enter("observing", now)
+            return st, Action(ActionKind.HOLD, None, "waiting for the canary to go")
+        st.enter(Phase.OBSERVING, now)
     return st, _observe(st, tuning, obs, now)
 
 
@@ -272,8 +268,9 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     if state.reference is None and len(recent) >= drift.REFERENCE_WINDOWS:
         state.reference = drift.reference(recent[:drift.REFERENCE_WINDOWS])
     if state.converged_at is not None and now - state.converged_at < duration_seconds(tuning.cooldown):
-        return Action("hold", state.stable_n, "converged (cooldown)")
-    reason = drift.detect(state.reference, recent[drift.REFERENCE_WINDOWS:]) if state.reference else None
+        return Action(ActionKind.HOLD, state.stable_n, "converged (cooldown)")
+    reason = drift.detect(state.reference, recent[drift.REFERENCE_WINDOWS:], tuning.drift_threshold) \
+        if state.reference else None
     if reason:
         # What was learnt about survival is stale; the step-time model is not.
         state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
@@ -284,7 +281,7 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
                  exclude=state.tried, power=_power(model, tuning))
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
-            return Action("hold", state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
+            return Action(ActionKind.HOLD, state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
         reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
     state.near_tie = None
@@ -292,5 +289,5 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     state.windows_in_round = 0
     state.tried = []
     state.reference = None
-    state.enter("observing", now)
-    return _decide(state, now, Action("hold", state.stable_n, f"drift: {reason}"), {})
+    state.enter(Phase.OBSERVING, now)
+    return _decide(state, now, Action(ActionKind.HOLD, state.stable_n, f"drift: {reason}"), {})

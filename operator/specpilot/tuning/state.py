@@ -11,11 +11,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kinds import Phase
 from .observations import WindowRecord
 from .step_model import Pair
 
 STATE_VERSION = 2
-PHASES = ("observing", "canary_starting", "analysing", "promoting", "rolling_back", "converged")
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
@@ -26,7 +26,7 @@ class TunerState:
     method: str
     stable_n: int
     block_size: int | None = None
-    phase: str = "observing"
+    phase: Phase = Phase.OBSERVING
     canary_n: int | None = None
     round: int = 1
     canaries_in_round: int = 0
@@ -57,7 +57,7 @@ class TunerState:
         s = status
         return cls(
             method=s["method"], stable_n=int(s["stableN"]), block_size=s.get("blockSize"),
-            phase=s["phase"], canary_n=s.get("canaryN"), round=int(s["round"]),
+            phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=int(s["round"]),
             canaries_in_round=int(s["canariesInRound"]), windows_in_round=int(s["windowsInRound"]),
             tried=[int(n) for n in s.get("tried", [])], seq=int(s["seq"]),
             phase_since=float(s["phaseSince"]), analysis_from_seq=s.get("analysisFromSeq"),
@@ -84,8 +84,7 @@ class TunerState:
     def copy(self) -> "TunerState":
         return copy.deepcopy(self)
 
-    def enter(self, phase: str, now: float) -> None:
-        assert phase in PHASES, phase
+    def enter(self, phase: Phase, now: float) -> None:
         self.phase = phase
         self.phase_since = now
 
