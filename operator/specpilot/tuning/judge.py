@@ -181,8 +181,14 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         ys.setdefault(key(s.load), []).append(
             math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s))
     seen = sorted(ys)
-    w = np.array([level_g[i] for i in seen])
-    seen_enough = sum(level_g[i] for i in seen if len(ys[i]) >= LEVEL_WINDOWS)
+    # A canary splits the load, so a level the stable served alone is seen during the analysis one octave
+    # lower (half the sequences per pod): each level of the mix counts at the nearest level the pairs saw,
+    # if that is within an octave.
+    octave = np.log2(levels)
+    proxy = {i: min(seen, key=lambda j: abs(octave[i] - octave[j])) for i in range(len(levels))}
+    near = {i: j for i, j in proxy.items() if abs(octave[i] - octave[j]) <= 1.0 + 1e-9}
+    w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
+    seen_enough = sum(level_g[i] for i, j in near.items() if len(ys[j]) >= LEVEL_WINDOWS)
     covered = float(seen_enough / level_g.sum()) if level_g.sum() > 0 else 0.0
     w = w / w.sum() if w.sum() > 0 else np.full(len(seen), 1.0 / len(seen))
     means = np.array([np.mean(ys[i]) for i in seen])
