@@ -29,7 +29,7 @@ from specpilot_harness.sandbox.kubeconfig import Access
 
 NAMESPACE = "bench"
 METHODS = (("ngram", None), ("mtp", None), ("eagle3", "org/eagle3-draft"), ("draft_model", "org/small-draft"))
-# Targets of issue 17 on a 2-core machine, printed (never asserted).
+# Targets for a 2-core machine, printed (never asserted).
 TARGET_READY_S, TARGET_RECONCILE_P99_MS, TARGET_RSS_MIB, TARGET_CPU_RATIO = 60.0, 200.0, 300.0, 1.5
 
 

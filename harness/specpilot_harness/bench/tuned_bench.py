@@ -27,7 +27,7 @@ from specpilot_harness.sandbox.kubeconfig import Access
 from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_ANNOTATION
 
 PROFILE = ("qwen35-122b-mtp-math500", "mtp", 3)  # (article profile, its method, a default N it serves)
-# Targets of issue 17 items 2 and 4, printed (never asserted).
+# Targets for many tuned objects and the soak, printed (never asserted).
 TARGET_LATENESS_PCT, TARGET_GROWTH_PCT, STARVED_BELOW = 5.0, 5.0, 0.5
 
 

@@ -1,7 +1,7 @@
 """Objects by label, per resource type, so that a list with a label selector costs what it returns rather
 than a scan of the whole type: the operator lists each object's children by label on every reconcile, and
 with 1000 objects in one namespace a scan per list made the sandbox what `specpilot bench operator`
-measured (issue 17)."""
+measured."""
 
 from __future__ import annotations
 

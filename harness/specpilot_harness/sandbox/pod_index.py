@@ -1,7 +1,7 @@
 """What the pod runner looks at in a pass, kept up to date from the store's change events: controlled objects
 by owner, pods by label, and what changed since the last pass. A pass then costs what changed, not everything
 stored: with 1000 Deployments a pass over all of them after every change made the sandbox the bottleneck
-of `specpilot bench operator` (issue 17)."""
+of `specpilot bench operator`."""
 
 from __future__ import annotations
 

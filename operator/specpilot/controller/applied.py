@@ -1,5 +1,5 @@
 """Server-side applies a reconcile can skip: most reconciles follow a child's status change and would apply
-the same three bodies again (three of about ten requests per reconcile, issue 17). A child is applied again
+the same three bodies again (three of about ten requests per reconcile). A child is applied again
 unless this replica last applied exactly this body to it and the live child still holds every field of it;
 so a spec change (which may drop fields: only a new apply removes them), a hand edit and a restart apply."""
 
