@@ -61,6 +61,7 @@ def test_baseline_namespace_refuses_recommended_pods_and_admits_baseline_ones(fi
                      ns).returncode == 0
     wait_for("a Ready pod under baseline", lambda: ready_pods(fit, ns))
     fit.kubectl("delete", "sd", "-n", ns, name, "--wait=true")
+    wait_for("the GPUs to be free", lambda: fit.items("pods", "-n", ns) == [])
 
 
 def test_restricted_namespace_admits_only_the_restricted_profile(fit: Cluster) -> None:
@@ -75,6 +76,7 @@ def test_restricted_namespace_admits_only_the_restricted_profile(fit: Cluster) -
                      ns).returncode == 0
     wait_for("a Ready pod under restricted", lambda: ready_pods(fit, ns))
     fit.kubectl("delete", "sd", "-n", ns, name, "--wait=true")
+    wait_for("the GPUs to be free", lambda: fit.items("pods", "-n", ns) == [])
 
 
 def test_full_cluster_surge_canary_says_why_and_is_rolled_back(fit: Cluster) -> None:
@@ -88,8 +90,10 @@ def test_full_cluster_surge_canary_says_why_and_is_rolled_back(fit: Cluster) -> 
     before = sorted(p["metadata"]["name"] for p in ready_pods(fit, ns))
     load = start_load(fit, ns, "full", 60)
     try:
-        cond = wait_for("Tuning=False/InsufficientCapacity", lambda: (lambda c: c.get("reason") == "InsufficientCapacity"
-                                                                       and c)(condition(fit, ns, "full", "Tuning")))
+        # The canary's own condition (a stable pod may have waited for an earlier test's GPUs at first).
+        cond = wait_for("Tuning=False/InsufficientCapacity for the canary", lambda: (
+            lambda c: c.get("reason") == "InsufficientCapacity" and "canary pod" in c.get("message", "") and c)(
+            condition(fit, ns, "full", "Tuning")))
         assert cond["status"] == "False"
         assert "canary pod full-canary-" in cond["message"]
         assert "0/2 nodes are available: 2 Insufficient amd.com/gpu." in cond["message"]
