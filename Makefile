@@ -20,7 +20,7 @@ tools: setup
 
 test: test-unit test-cluster test-chart test-vllm test-e2e
 
-test-unit: setup
+test-unit: tools
 	$(PYTEST) tests/unit
 
 test-cluster: tools
