@@ -44,10 +44,12 @@ def _vllm_without_specpilot(venv: VllmVenv, where: Path) -> Path:
     return python
 
 
-def _probe(python: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _probe(python: Path, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     code = ("import importlib.metadata as m, importlib.util as u; s = u.find_spec('specpilot_runtime'); "
             f"print(s.origin if s else None); print(sorted(str(e.dist._path) for e in m.entry_points(group={PLUGIN_GROUP!r})))")
-    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, check=True)
+    # `-c` and `-m` put the working directory first on sys.path: a pod's is not a source checkout.
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, check=True,
+                          cwd=cwd)
 
 
 def test_serve_runs_from_the_copied_runtime_and_the_plugin_metric_appears(
@@ -61,10 +63,10 @@ def test_serve_runs_from_the_copied_runtime_and_the_plugin_metric_appears(
     subprocess.run([str(Path(sys.executable).parent / "specpilot-runtime"), "install", "--to", str(copy)],
                    check=True)
     env = {k: v for k, v in vllm_env.items() if k != "PYTHONPATH"}
-    without = _probe(python, env).stdout.splitlines()
+    without = _probe(python, env, workdir).stdout.splitlines()
     assert without == ["None", "[]"], f"specpilot is importable without the copy: {without}"
     env["PYTHONPATH"] = str(copy)
-    origin, dists = _probe(python, env).stdout.splitlines()
+    origin, dists = _probe(python, env, workdir).stdout.splitlines()
     assert origin == str(copy / "specpilot_runtime" / "__init__.py")
     assert dists == repr([str(next(copy.glob("*.dist-info")))])
 
@@ -79,7 +81,8 @@ def test_serve_runs_from_the_copied_runtime_and_the_plugin_metric_appears(
     with log.open("wb") as out:
         # The pod's command with vLLM's image: its python3, the runtime only on PYTHONPATH.
         proc = subprocess.Popen([str(python), "-m", "specpilot_runtime.cli", "serve", "--config", str(config)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=workdir)
     server = Server(proc, f"http://127.0.0.1:{port}", log, "tiny-copied")
     try:
         server.wait_healthy()
