@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -96,8 +97,9 @@ def bind_mode_available() -> BindMode:
 @dataclass
 class _Pod:
     root: Path
+    # The containers' /tmp, short: vLLM binds ZeroMQ IPC sockets there, whose paths may not exceed 107 bytes.
+    tmp: Path
     procs: list[tuple[dict[str, Any], asyncio.subprocess.Process]] = field(default_factory=list)
-    failed: str | None = None
 
 
 def _die_with_sandbox() -> None:
@@ -193,12 +195,11 @@ class ExecRuntime:
         return value
 
     def _env(self, container: dict[str, Any], ctx: PodContext, pod: _Pod, mounts: dict[str, Path]) -> dict[str, str]:
-        home, tmp = pod.root / "home", pod.root / "tmp"
+        home = pod.root / "home"
         home.mkdir(exist_ok=True)
-        tmp.mkdir(exist_ok=True)
         bin_dir = self.images.bin_dir(str(container.get("image", "")))
         # What an image would set; the pod's env wins, as in a container.
-        base = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(home), "TMPDIR": str(tmp),
+        base = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(home), "TMPDIR": str(pod.tmp),
                 "HOSTNAME": ctx.name, "LANG": "C.UTF-8"}
         env = {**base, **container_env(container, ctx.pod, ctx.ip)}
         if self.bind_mode == "rewrite":
@@ -226,7 +227,7 @@ class ExecRuntime:
 
     async def start(self, ctx: PodContext) -> None:
         uid = ctx.pod["metadata"]["uid"]
-        pod = _Pod(self.workdir / f"{ctx.namespace}_{ctx.name}")
+        pod = _Pod(self.workdir / f"{ctx.namespace}_{ctx.name}", Path(tempfile.mkdtemp(prefix="sp-pod-")))
         pod.root.mkdir(parents=True, exist_ok=True)
         self._pods[uid] = pod
         volumes = self._volumes(ctx, pod)
@@ -263,6 +264,12 @@ class ExecRuntime:
         pod = self._pods.pop(ctx.pod["metadata"]["uid"], None)
         if pod is None:
             return
+        try:
+            await self._stop(ctx, pod)
+        finally:
+            shutil.rmtree(pod.tmp, ignore_errors=True)
+
+    async def _stop(self, ctx: PodContext, pod: _Pod) -> None:
         grace = float((ctx.pod.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
