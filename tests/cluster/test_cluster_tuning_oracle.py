@@ -43,6 +43,8 @@ def test_loop_reaches_the_best_n(cluster: Cluster, ns: str) -> None:
         print(f"{profile_name}: N {default_n(p)} -> {t['stableN']}, goodput {relative_goodput(p, default_n(p), loads):.3f}"
               f" -> {relative_goodput(p, t['stableN'], loads):.3f} of the best at loads {min(loads):.1f}-"
               f"{max(loads):.1f}; canaries {t['tried']}, {t['seq']} windows, {time.monotonic() - started:.0f}s")
+        for h in t["history"]:  # what each decision was based on, for a failure's report
+            print(f"    window {h['seq']}: {h['action']} N={h['n']}: {h['reason']}")
     for name, profile_name, _ in CASES:
         t, p = results[name], profile(profile_name)
         assert relative_goodput(p, t["stableN"], served_loads(t)) >= 0.98, (profile_name, t["stableN"], t["history"])

@@ -150,6 +150,13 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         return np.array([1.0]), np.array([1.0])
     octaves = np.round(np.log2(np.maximum(np.asarray(loads, dtype=float), 1.0)))
     levels, counts = np.unique(octaves, return_counts=True)
+    common = levels[counts >= LEVEL_WINDOWS]
+    if 0 < len(common) < len(levels):
+        # A level held by fewer windows is a passing state (the burst when load starts, a lull), not part of
+        # the mix a verdict must cover: its windows join the nearest level that holds LEVEL_WINDOWS.
+        nearest = common[np.argmin(np.abs(levels[:, None] - common[None, :]), axis=1)]
+        counts = np.array([counts[nearest == c].sum() for c in common])
+        levels = common
     return 2.0 ** levels, counts / counts.sum()
 
 
@@ -185,7 +192,9 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     # lower (half the sequences per pod): each level of the mix counts at the nearest level the pairs saw,
     # if that is within an octave.
     octave = np.log2(levels)
-    proxy = {i: min(seen, key=lambda j: abs(octave[i] - octave[j])) for i in range(len(levels))}
+    # A level with too few pairs of its own borrows a neighbour's that has enough, when one is in reach.
+    enough = [j for j in seen if len(ys[j]) >= LEVEL_WINDOWS] or seen
+    proxy = {i: min(enough, key=lambda j: abs(octave[i] - octave[j])) for i in range(len(levels))}
     near = {i: j for i, j in proxy.items() if abs(octave[i] - octave[j]) <= 1.0 + 1e-9}
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
     seen_enough = sum(level_g[i] for i, j in near.items() if len(ys[j]) >= LEVEL_WINDOWS)
