@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,19 +56,20 @@ class FakeApi(BaseHTTPRequestHandler):
 
     pods: list[dict[str, Any]] = []
     selectors: list[str] = []
+    answers: list[int] = []  # statuses the next reads of the Service get before it is served
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         url = urlparse(self.path)
+        if url.path == "/api/v1/namespaces/ns/services/chat" and FakeApi.answers:
+            self._status(FakeApi.answers.pop(0))
+            return
         if url.path == "/api/v1/namespaces/ns/services/chat":
             body: dict[str, Any] = {"kind": "Service", "apiVersion": "v1", **SERVICE}
         elif url.path == "/api/v1/namespaces/ns/pods":
             FakeApi.selectors.append(parse_qs(url.query).get("labelSelector", [""])[0])
             body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": FakeApi.pods}
         else:
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(json.dumps({"kind": "Status", "code": 404, "reason": "NotFound"}).encode())
+            self._status(404)
             return
         data = json.dumps(body).encode()
         self.send_response(200)
@@ -75,6 +77,12 @@ class FakeApi(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _status(self, code: int) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps({"kind": "Status", "code": code}).encode())
 
     def log_message(self, *args: object) -> None:
         pass
@@ -107,4 +115,23 @@ def test_service_targets_resolve_through_the_kubernetes_api(kubeconfig: str) -> 
             missing.resolve()
         missing.close()
     finally:
+        targets.close()
+
+
+def test_load_waits_for_a_service_the_operator_has_not_created_yet(kubeconfig: str) -> None:
+    FakeApi.pods = [pod("chat-a", "127.0.0.11", "stable", 3)]
+    FakeApi.answers = [404, 503, 429]  # not created yet, then the API server busy
+    targets = ServiceTargets("chat", "ns", kubeconfig)
+    try:
+        asyncio.run(targets.start(wait_s=20))
+        assert [e.url for e in targets.current()] == ["http://127.0.0.11:8000"]
+        assert FakeApi.answers == []
+        FakeApi.answers = [404, 404]
+        with pytest.raises(EndpointError, match="no Service ns/chat"):
+            asyncio.run(targets.start(wait_s=0))  # no wait: the first answer is final
+        FakeApi.answers = [403]
+        with pytest.raises(EndpointError, match="HTTP 403"):
+            asyncio.run(targets.start(wait_s=20))  # forbidden does not go away by asking again
+    finally:
+        FakeApi.answers = []
         targets.close()

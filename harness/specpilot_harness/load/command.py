@@ -34,17 +34,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=256, metavar="M", help="max_tokens per request")
     p.add_argument("--requests", type=int, metavar="R", help="stop after R requests even if D has not passed")
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, seconds")
+    p.add_argument("--wait", type=float, default=30.0, metavar="S",
+                   help="with --deployment: seconds to wait for the Service to exist and the API to answer "
+                        "before giving up (default: 30; the operator may still be creating it)")
     p.add_argument("--model", help="model name to request (default: what each endpoint's /v1/models lists)")
     p.add_argument("--seed", type=int, help="seed for task and endpoint choice")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     p.set_defaults(func=run)
 
 
-async def drive(targets: Targets, config: LoadConfig) -> Summary:
-    """Run the load against `targets` (a ServiceTargets is resolved first and refreshed meanwhile)."""
+async def drive(targets: Targets, config: LoadConfig, wait_s: float = 0.0) -> Summary:
+    """Run the load against `targets` (a ServiceTargets is resolved first, waiting up to `wait_s` for it,
+    and refreshed meanwhile)."""
     refresher = None
     if isinstance(targets, ServiceTargets):
-        await targets.start()
+        await targets.start(wait_s)
         refresher = asyncio.create_task(targets.refresh_forever())
     try:
         results, elapsed = await run_load(targets, bundled_tasks(), config)
@@ -61,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
                                                                               and args.requests < 1):
         err.print("error: --concurrency, --duration, --max-tokens and --requests must be positive")
         return 2
+    if not 0 <= args.wait <= 3600:
+        err.print("error: --wait must be between 0 and 3600 seconds")
+        return 2
     config = LoadConfig(concurrency=args.concurrency, duration_s=args.duration, max_tokens=args.max_tokens,
                         max_requests=args.requests, timeout_s=args.timeout, model=args.model, seed=args.seed)
     targets: Targets
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"error: cannot reach the Kubernetes API: {e}")
             return 2
     try:
-        summary = asyncio.run(drive(targets, config))
+        summary = asyncio.run(drive(targets, config, args.wait))
     except EndpointError as e:
         err.print(f"error: {e}")
         return 2

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 # Pod labels that say which track and N a pod serves (render/names.py owns the contract).
 from specpilot.render.names import N_LABEL, TRACK_LABEL
+
+
+# API answers worth asking again: throttled, or the server busy, restarting or timing out.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,12 @@ class StaticTargets:
 
 
 class EndpointError(RuntimeError):
-    """The Service cannot be resolved (missing, no selector, no port); the message says which."""
+    """The Service cannot be resolved (missing, no selector, no port); the message says which.
+    `transient`: it may resolve if asked again (not created yet, the API server busy or restarting)."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -110,19 +120,36 @@ class ServiceTargets:
     def resolve(self) -> list[Endpoint]:
         from kubernetes.client.exceptions import ApiException
 
+        from urllib3.exceptions import HTTPError
+
+        where = f"Service {self.namespace}/{self.name}"
         try:
             service = self._core.read_namespaced_service(self.name, self.namespace, _preload_content=False)
+            service_doc = _json(service)
+            selector = ",".join(f"{k}={v}" for k, v in
+                                ((service_doc.get("spec") or {}).get("selector") or {}).items())
+            pods = self._core.list_namespaced_pod(self.namespace, label_selector=selector, _preload_content=False)
         except ApiException as e:
             if e.status == 404:
-                raise EndpointError(f"no Service {self.namespace}/{self.name}") from e
-            raise
-        service_doc = _json(service)
-        selector = ",".join(f"{k}={v}" for k, v in ((service_doc.get("spec") or {}).get("selector") or {}).items())
-        pods = self._core.list_namespaced_pod(self.namespace, label_selector=selector, _preload_content=False)
+                raise EndpointError(f"no {where}", transient=True) from e
+            raise EndpointError(f"cannot read {where}: HTTP {e.status} {e.reason}",
+                                transient=e.status in TRANSIENT_STATUSES) from e
+        except HTTPError as e:
+            raise EndpointError(f"cannot reach the Kubernetes API for {where}: {e}", transient=True) from e
         return ready_endpoints(service_doc, _json(pods).get("items") or [])
 
-    async def start(self) -> None:
-        self._endpoints = await asyncio.to_thread(self.resolve)
+    async def start(self, wait_s: float = 0.0) -> None:
+        """Resolve the endpoints, asking again for up to `wait_s` seconds while that may help: load is often
+        started right after `kubectl apply`, before the operator has created the Service."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._endpoints = await asyncio.to_thread(self.resolve)
+                return
+            except EndpointError as e:
+                if not e.transient or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
 
     async def refresh_forever(self) -> None:
         while True:
