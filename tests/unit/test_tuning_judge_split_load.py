@@ -1,7 +1,8 @@
 """Load levels the judge must cover, and those it need not: a canary halves the load each pod serves, so
 the round's mix measured on the stable alone may sit one octave above anything the paired windows see; a
-burst of a window or two (all requests arriving at once when load starts) is not part of the mix; a level
-with a pair or two of its own counts with its neighbour's pairs."""
+burst of a window or two next to a common level (all requests arriving at once when load starts) is not
+part of the mix, a heavy level as rare but far from the rest is; a level with a pair or two of its own
+counts with its neighbour's pairs."""
 
 from __future__ import annotations
 
@@ -38,13 +39,22 @@ def _better_canary(start: int, count: int, load: float) -> tuple[list, list]:
 
 
 def test_a_start_up_burst_does_not_hold_the_verdict() -> None:
-    burst = windows(3, 32.0, 2)  # two windows with every request in flight at once
+    burst = windows(3, 8.0, 2)  # two windows with every request in flight at once, an octave above the rest
     alone = windows(3, 4.0, 6, start=2)
-    stable, canary = _better_canary(8, 8, 4.0)
+    stable, canary = _better_canary(8, 8, 2.0)
     loads = [r.load for r in burst + alone + stable]
     verdict = judge(burst + alone + stable, canary, loads, "throughput", 0.02, 0.95, 6)
     assert "waiting for loads" not in verdict.reason and "never seen" not in verdict.reason, verdict
     assert verdict.decision in ("promote", "rollback")
+
+
+def test_a_rare_heavy_level_far_from_the_rest_still_holds_the_verdict() -> None:
+    heavy = windows(3, 64.0, 2)  # a heavy hour seen in two windows is part of the mix, not a burst
+    alone = windows(3, 4.0, 6, start=2)
+    stable, canary = _better_canary(8, 8, 4.0)
+    loads = [r.load for r in heavy + alone + stable]
+    verdict = judge(heavy + alone + stable, canary, loads, "throughput", 0.02, 0.95, 6)
+    assert verdict.decision == "continue" and "waiting for loads" in verdict.reason, verdict
 
 
 def test_a_level_with_one_pair_counts_with_its_neighbours_pairs() -> None:

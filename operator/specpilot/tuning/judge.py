@@ -151,12 +151,14 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     octaves = np.round(np.log2(np.maximum(np.asarray(loads, dtype=float), 1.0)))
     levels, counts = np.unique(octaves, return_counts=True)
     common = levels[counts >= LEVEL_WINDOWS]
-    if 0 < len(common) < len(levels):
-        # A level held by fewer windows is a passing state (the burst when load starts, a lull), not part of
-        # the mix a verdict must cover: its windows join the nearest level that holds LEVEL_WINDOWS.
+    if len(common):
+        # A level held by fewer windows next to one that holds LEVEL_WINDOWS is a passing state (the burst
+        # when load starts, a lull): its windows join that level. A rare level far from the others is a
+        # real part of the mix (a heavy hour) and stays.
         nearest = common[np.argmin(np.abs(levels[:, None] - common[None, :]), axis=1)]
-        counts = np.array([counts[nearest == c].sum() for c in common])
-        levels = common
+        target = np.where(np.abs(nearest - levels) <= 1.0, nearest, levels)
+        levels = np.unique(target)
+        counts = np.array([counts[target == t].sum() for t in levels])
     return 2.0 ** levels, counts / counts.sum()
 
 
