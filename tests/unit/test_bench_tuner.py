@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specpilot_harness.bench import cli
-from specpilot_harness.bench.profile import ProfileError, parse_profiles
+from specpilot_harness.sim.profile import ProfileError, load_profiles
 from specpilot_harness.bench.simulate import Deployment
 
 TINY = {
@@ -22,6 +22,10 @@ TINY = {
     "concurrency": {"4": 0.5, "64": 0.5},
     "noise": 0.1,
 }
+
+
+def parse_profiles(doc: dict) -> list:
+    return list(load_profiles(json.dumps(doc)).values())
 
 
 def parse(**changes) -> list:

@@ -13,8 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from specpilot_harness.sim.profile import ProfileError, load_profiles
+
 from . import operator_bench, tuned_bench
-from .profile import ProfileError, parse_profiles
 from .report import family_rows, markdown, run_all, table_rows
 
 
@@ -36,9 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
-        profiles = parse_profiles(json.loads(args.profiles.read_text()))
-    except (OSError, json.JSONDecodeError, ProfileError) as e:
-        err.print(f"[red]error:[/red] {args.profiles}: {e}")
+        profiles = list(load_profiles(args.profiles.read_text(encoding="utf-8"), str(args.profiles)).values())
+    except OSError as e:
+        err.print(f"[red]error:[/red] cannot read {args.profiles}: {e.strerror}")
+        return 2
+    except ProfileError as e:
+        err.print(f"[red]error:[/red] {e}")
         return 2
     if args.seeds < 1:
         err.print("[red]error:[/red] --seeds must be at least 1")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .profile import Profile
+from specpilot_harness.sim.profile import Profile
+
 from .strategies import BASELINES, Run, run_tuner
 
 STRATEGIES: dict[str, Callable[[Profile, int], Run]] = {"tuner": run_tuner, **BASELINES}

@@ -25,7 +25,7 @@ import numpy as np
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.vllm_metrics import Snapshot
 
-from .profile import Profile
+from specpilot_harness.sim.profile import Profile
 
 OUTPUT_TOKENS = 256
 ACCEPTANCE_JITTER = 0.02

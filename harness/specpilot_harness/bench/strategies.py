@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specpilot.api.models import Canary, Tuning
-from specpilot.tuning import TunerState, step
+from specpilot.tuning import ActionKind, TunerState, step
 
-from .profile import Profile
+from specpilot_harness.sim.profile import Profile
+
 from .simulate import Deployment
 
 # Every strategy gets the tuner's default round budget (spec.tuning.maxCanariesPerRound, maxWindowsPerRound).
@@ -55,15 +56,15 @@ def run_tuner(profile: Profile, seed: int) -> Run:
     for _ in range(MAX_WINDOWS):
         obs = dep.window()
         state, action = step(state, tuning, obs, dep.now)
-        if action.kind == "start_canary" and action.n is not None:
+        if action.kind == ActionKind.START_CANARY and action.n is not None:
             if len(tried) >= MAX_CANARIES:
                 break
             tried.append(action.n)
             dep.start_canary(action.n)
-        elif action.kind == "promote" and action.n is not None:
+        elif action.kind == ActionKind.PROMOTE and action.n is not None:
             promotions.append((dep.stable_n, action.n))
             dep.promote(action.n)
-        elif action.kind in ("rollback", "stop"):
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
             dep.remove_canary()
     return Run(state.stable_n, tried, dep.exploration_cost(), promotions, state.schedule)
 

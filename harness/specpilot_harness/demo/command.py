@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specpilot.api.models import DURATION_PATTERN
+from specpilot.tuning import Phase
 from specpilot_harness.demo.session import DemoError, DemoOptions, run_demo
 from specpilot_harness.realvllm.plot import sweep_plot
 from specpilot_harness.realvllm.run import REAL_METHODS, REAL_WINDOW, real_options, report, run_real, write_json
@@ -75,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     except DemoError as exc:
         console.print(f"[red]specpilot demo: {exc}[/red]")
         return 1
-    return 0 if (status.get("tuning") or {}).get("phase") == "converged" else 1
+    return 0 if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED else 1
 
 
 def _run_real(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from specpilot_harness.load.command import drive
 from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
 from specpilot_harness.load.runner import LoadConfig
 from specpilot.render.names import service_name
+from specpilot.tuning import Phase
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profiles
 
 from .plot import goodput_plot
@@ -137,7 +138,7 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                     obj = await asyncio.to_thread(kube.get, path)
                     status = (obj or {}).get("status") or {}
                     live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s))
-                    if (status.get("tuning") or {}).get("phase") == "converged":
+                    if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED:
                         break
                     await asyncio.sleep(POLL_S)
         finally:

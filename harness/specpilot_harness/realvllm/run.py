@@ -28,6 +28,7 @@ from rich.console import Console
 
 from specpilot.controller.kube import Kube, load_api_client, sd_path
 from specpilot.render.names import DEPLOYMENT_LABEL, N_LABEL, service_name
+from specpilot.tuning import ActionKind, Phase
 from specpilot_harness.demo.session import DemoError, sandbox
 from specpilot_harness.load.command import drive
 from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
@@ -171,15 +172,15 @@ def _decisions(status: dict[str, Any]) -> list[dict[str, Any]]:
 def _record_path(result: RealRunResult, status: dict[str, Any]) -> None:
     tuning = status.get("tuning") or {}
     result.path = [{k: h.get(k) for k in ("seq", "round", "action", "n", "reason")} for h in _decisions(status)]
-    result.canaries = [h["n"] for h in result.path if h["action"] == "start_canary"]
+    result.canaries = [h["n"] for h in result.path if h["action"] == ActionKind.START_CANARY]
     previous = result.default_n
     result.promotions = []
     for h in result.path:
-        if h["action"] == "promote":
+        if h["action"] == ActionKind.PROMOTE:
             result.promotions.append({"from": previous, "to": int(h["n"])})
             previous = int(h["n"])
     result.final_n = int(tuning.get("stableN", result.default_n))
-    result.converged = tuning.get("phase") == "converged"
+    result.converged = tuning.get("phase") == Phase.CONVERGED
 
 
 async def _serving_at(kube: Kube, name: str, n: int) -> bool:

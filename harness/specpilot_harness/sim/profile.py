@@ -1,8 +1,14 @@
-"""Engine profiles: the acceptance curve and step-time table a simulated engine runs by.
+"""Profiles: a deployment's true acceptance curve, step-time table and load mix. The simulated engine
+runs by them and the tuner benchmark scores against them (its oracle is computed here): one schema for
+one file format (docs/benchmark.md):
 
-The file format is the tuner benchmark's (docs/benchmark.md): `{"profiles": [{"name", "method", "max_n", "survival",
-"survival_by_n", "step_time_ms", "concurrency", "noise"}]}`. Unknown keys are ignored so calibration
-notes can travel with a profile. Pure: reading the file is the caller's job (`load_profiles` takes text).
+    {"profiles": [{"name": str, "method": str, "max_n": int,
+                   "survival": [S_1, ..., S_max_n], "survival_by_n": {"N": [S_1..S_N]},   # optional
+                   "step_time_ms": {"B": [t(0), ..., t(max_n)]}, "concurrency": {"B": weight},
+                   "noise": float, "default_n": int, "family": str}]}   # default_n, family optional
+
+Unknown keys are ignored so calibration notes can travel with a profile. Pure: reading the file is the
+caller's job (`load_profiles` takes text).
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specpilot_runtime.speculative import METHODS
 
 # The example profiles shipped with the runtime, so `simulate` runs without the operator's files.
 BUNDLED_PROFILES = "profiles.json"
@@ -37,12 +47,39 @@ class Profile(BaseModel):
 
     name: str = Field(min_length=1)
     method: str = Field(min_length=1)
-    max_n: int = Field(ge=0)
+    max_n: int = Field(ge=1)
     survival: list[float]
     survival_by_n: dict[int, list[float]] = Field(default_factory=dict)
     step_time_ms: dict[int, list[float]]
-    concurrency: dict[int, float] = Field(default_factory=dict)
+    concurrency: dict[int, float] = Field(default_factory=dict)  # load mix, weights normalised to sum 1
     noise: float = Field(default=0.0, ge=0.0, lt=1.0)
+    default_n: int = Field(default=0, ge=0)  # the N a user starts from: the method's default, capped at max_n
+    family: str = ""  # cost-shape family of a generated profile (benchmark results are summarised by it)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "default_n" not in data and data.get("method") in METHODS \
+                and isinstance(data.get("max_n"), int):
+            data = {**data, "default_n": min(METHODS[data["method"]].default_n, data["max_n"])}
+        return data
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        if v not in METHODS:
+            raise ValueError(f"unknown method {v!r}, allowed: {', '.join(METHODS)}")
+        return v
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, v: dict[int, float]) -> dict[int, float]:
+        if not v:
+            return v
+        if any(b < 1 or w < 0 for b, w in v.items()) or sum(v.values()) <= 0:
+            raise ValueError("load levels must be >= 1 with non-negative weights, not all zero")
+        total = sum(v.values())
+        return {b: w / total for b, w in v.items()}
 
     @field_validator("survival")
     @classmethod
@@ -78,6 +115,12 @@ class Profile(BaseModel):
         for b, times in self.step_time_ms.items():
             if len(times) < self.max_n + 1:
                 raise ValueError(f"step_time_ms[{b}] has {len(times)} values; needs max_n + 1 = {self.max_n + 1}")
+        missing = sorted(b for b in self.concurrency if b not in self.step_time_ms)
+        if missing:
+            raise ValueError(f"step_time_ms has no row for the concurrency levels {missing}: the oracle is "
+                             f"computed from measured rows, not interpolated ones")
+        if self.default_n > self.max_n:
+            raise ValueError(f"default_n {self.default_n} is above max_n {self.max_n}")
         return self
 
     def survival_at(self, n: int) -> tuple[float, ...]:
@@ -94,6 +137,8 @@ class Profile(BaseModel):
         memory bound there) and extended along the last segment above the highest, never below it.
         """
         self._check_n(n)
+        if running in self.step_time_ms:
+            return self.step_time_ms[running][n]
         levels = sorted(self.step_time_ms)
         times = [self.step_time_ms[b][n] for b in levels]
         b = max(running, 1)
@@ -104,6 +149,22 @@ class Profile(BaseModel):
         slope = (times[hi] - times[lo]) / (levels[hi] - levels[lo])
         t = times[lo] + slope * (b - levels[lo])
         return max(t, times[-1]) if b > levels[-1] else t
+
+    def expected_length(self, n: int) -> float:
+        """E[L_N]: tokens per verify step at N."""
+        return 1.0 + sum(self.survival_at(n))
+
+    def goodput_at(self, n: int, load: int) -> float:
+        """Tokens per ms per pod at N with `load` sequences running."""
+        return load * self.expected_length(n) / self.step_time(n, load)
+
+    def goodput(self, n: int) -> float:
+        """G(N) = sum_B w_B * B * E[L_N] / t(N, B) over the profile's load mix."""
+        return sum(w * self.goodput_at(n, b) for b, w in self.concurrency.items())
+
+    def oracle_n(self) -> int:
+        """The best N for the load mix: what a tuner is scored against."""
+        return max(range(self.max_n + 1), key=self.goodput)
 
     def _check_n(self, n: int) -> None:
         if not 0 <= n <= self.max_n:

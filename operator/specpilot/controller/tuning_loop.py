@@ -33,7 +33,7 @@ from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, 
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
-from specpilot.tuning import Observations, TrackWindow, TunerState, step
+from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, step
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class TuningLoop:
         self.metrics.record(self.namespace, self.name, action, now,
                             {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
                             predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
-        if action.kind != "hold" or new_state.phase != state.phase:
+        if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)
 
