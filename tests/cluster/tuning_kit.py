@@ -36,8 +36,8 @@ def default_n(p: Profile) -> int:
 
 
 def goodput(p: Profile, n: int, loads: list[float]) -> float:
-    """Tokens per second per pod at N, averaged over the per-pod loads (concurrent sequences) served."""
-    return sum(b * (1 + sum(p.survival_at(n))) / p.step_time(n, max(1, round(b))) for b in loads) / len(loads)
+    """Tokens per ms per pod at N, averaged over the per-pod loads (concurrent sequences) served."""
+    return sum(p.goodput_at(n, b) for b in loads) / len(loads)
 
 
 def relative_goodput(p: Profile, n: int, loads: list[float]) -> float:

@@ -63,8 +63,7 @@ def predicted(tuning: dict[str, Any]) -> dict[int, float]:
 def truth(profile: Profile, load: float) -> dict[int, float]:
     """The profile's goodput per pod at every N at `load` sequences per pod."""
     b = max(1, round(load))
-    return {n: b * (1 + sum(profile.survival_at(n))) / (profile.step_time(n, b) / 1000)
-            for n in range(profile.max_n + 1)}
+    return {n: 1000 * profile.goodput_at(n, b) for n in range(profile.max_n + 1)}
 
 
 def best(values: dict[int, float]) -> int:

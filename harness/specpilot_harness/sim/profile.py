@@ -154,9 +154,10 @@ class Profile(BaseModel):
         """E[L_N]: tokens per verify step at N."""
         return 1.0 + sum(self.survival_at(n))
 
-    def goodput_at(self, n: int, load: int) -> float:
-        """Tokens per ms per pod at N with `load` sequences running."""
-        return load * self.expected_length(n) / self.step_time(n, load)
+    def goodput_at(self, n: int, load: float) -> float:
+        """Tokens per ms per pod at N with `load` sequences running (a measured mean may be fractional:
+        the step takes the time of the nearest whole batch)."""
+        return load * self.expected_length(n) / self.step_time(n, max(1, round(load)))
 
     def goodput(self, n: int) -> float:
         """G(N) = sum_B w_B * B * E[L_N] / t(N, B) over the profile's load mix."""
