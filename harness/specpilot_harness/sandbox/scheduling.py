@@ -8,7 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
+from specpilot.api.models import GPU_RESOURCES
+
+# Nodes advertise every vendor's GPUs the API knows, so a pod of either vendor can be placed.
+DEFAULT_GPU_RESOURCES = tuple(sorted(GPU_RESOURCES.values()))
 
 
 @dataclass(frozen=True)
