@@ -31,10 +31,11 @@ def test_a_load_far_from_anything_paired_still_holds_the_verdict() -> None:
     assert verdict.decision == "continue" and "waiting for loads" in verdict.reason
 
 
-def _better_canary(start: int, count: int, load: float) -> tuple[list, list]:
+def _better_canary(start: int, count: int, load: float, n: int = 5) -> tuple[list, list]:
+    """Paired windows of the stable at N=3 and a canary at `n` (better: the curve rewards longer drafts)."""
     wobble = [1.0 + 0.004 * (-1) ** i for i in range(count)]
     stable = [record(start + i, "stable", snapshot(3, load, wobble=wobble[i]), 300.0) for i in range(count)]
-    canary = [record(start + i, "canary", snapshot(5, load, wobble=wobble[i]), 300.0) for i in range(count)]
+    canary = [record(start + i, "canary", snapshot(n, load, wobble=wobble[i]), 300.0) for i in range(count)]
     return stable, canary
 
 
@@ -65,3 +66,30 @@ def test_a_level_with_one_pair_counts_with_its_neighbours_pairs() -> None:
     verdict = judge(everything, canary + one_canary, [r.load for r in everything], "throughput", 0.02, 0.95, 6)
     assert "waiting for loads" not in verdict.reason, verdict
     assert verdict.decision in ("promote", "rollback")
+
+
+def test_a_canary_seen_only_at_light_load_is_not_promoted_on_it_while_a_heavy_load_is_unseen() -> None:
+    # A fifth of the goodput is at 16 sequences, two octaves from anything paired: the canary's +8% at 4
+    # says nothing there, so it may not be promoted on the light load alone (coverage is above 80%).
+    heavy = windows(3, 16.0, 3)
+    alone = windows(3, 4.0, 36, start=3)
+    stable, canary = _better_canary(40, 12, 4.0, n=4)
+    history = heavy + alone + stable
+    verdict = judge(history, canary, [r.load for r in history], "throughput", 0.02, 0.95, 6)
+    assert verdict.decision == "continue" and verdict.gain > 0.03, verdict
+    # Once the heavy load is paired too (and the canary wins there as well), the promotion comes.
+    heavy_stable, heavy_canary = _better_canary(52, 4, 16.0, n=4)
+    history += heavy_stable
+    verdict = judge(history, canary + heavy_canary, [r.load for r in history], "throughput", 0.02, 0.95, 6)
+    assert verdict.decision == "promote", verdict
+
+
+def test_a_heavy_load_seen_once_weighs_more_than_its_one_window() -> None:
+    # One window of 26 at 16 sequences: the traffic may well be heavy more often than that. A canary far
+    # better at 4 but never paired at 16 is not promoted in its first windows on that sample of the mix.
+    heavy = windows(3, 16.0, 1)
+    alone = windows(3, 4.0, 21, start=1)
+    stable, canary = _better_canary(22, 4, 4.0)
+    history = heavy + alone + stable
+    verdict = judge(history, canary, [r.load for r in history], "throughput", 0.02, 0.95, 6)
+    assert verdict.decision == "continue" and verdict.gain > 0.05, verdict

@@ -159,6 +159,9 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         target = np.where(np.abs(nearest - levels) <= 1.0, nearest, levels)
         levels = np.unique(target)
         counts = np.array([counts[target == t].sum() for t in levels])
+    # Weights are the posterior mean under a uniform prior over the levels seen (one pseudo-window each): a
+    # level seen once in 26 windows may well carry far more than 1/26 of the traffic.
+    counts = counts + 1.0
     return 2.0 ** levels, counts / counts.sum()
 
 
@@ -201,7 +204,12 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
     seen_enough = sum(level_g[i] for i, j in near.items() if len(ys[j]) >= LEVEL_WINDOWS)
     covered = float(seen_enough / level_g.sum()) if level_g.sum() > 0 else 0.0
-    w = w / w.sum() if w.sum() > 0 else np.full(len(seen), 1.0 / len(seen))
+    unseen = 0.0  # share of the mix's goodput at loads no pair came near
+    if w.sum() > 0:
+        unseen = max(0.0, 1.0 - float(w.sum() / level_g.sum()))
+        w = w / level_g.sum()
+    else:
+        w = np.full(len(seen), 1.0 / len(seen))
     means = np.array([np.mean(ys[i]) for i in seen])
     n_l = np.array([len(ys[i]) for i in seen], dtype=float)
     ss_l = np.array([((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen])
@@ -209,7 +217,9 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     dof_l = n_l - 1 + LEVEL_PRIOR_DOF
     var_l = (ss_l + LEVEL_PRIOR_DOF * pooled) / dof_l
     terms = w ** 2 * var_l / n_l
-    se2 = float(terms.sum())
+    # Loads no pair came near count as the sceptical prior says (no gain, give or take GAIN_PRIOR_SD):
+    # a canary that wins where it was seen cannot be promoted on that alone when it may lose elsewhere.
+    se2 = float(terms.sum()) + (unseen * GAIN_PRIOR_SD) ** 2
     dof = se2 ** 2 / float((terms ** 2 / dof_l).sum())  # at least the smallest dof_l: LEVEL_PRIOR_DOF
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = float((w * means).sum()) / se2 * post_var
