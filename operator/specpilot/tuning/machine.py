@@ -192,6 +192,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
     alt = max(rivals, key=p.gain.__getitem__, default=None)
     if alt is not None and p.gain[alt] > p.gain[c] + tuning.promotion_margin / 2:
+        # c stays a candidate: should the probe fail, the planner may come back to a proven winner.
+        state.tried.remove(c)
         return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
                                      f"N={c} {p.gain[c]:.1%}", numbers)
     if alt is not None and v.windows < tuning.canary.windows:
