@@ -93,3 +93,15 @@ def test_a_heavy_load_seen_once_weighs_more_than_its_one_window() -> None:
     history = heavy + alone + stable
     verdict = judge(history, canary, [r.load for r in history], "throughput", 0.02, 0.95, 6)
     assert verdict.decision == "continue" and verdict.gain > 0.05, verdict
+
+
+def test_a_burst_that_ramps_down_to_the_common_load_does_not_hold_the_verdict() -> None:
+    # 8, 7, 5, 3 sequences and then about 2: the first windows after load starts, each level seen once or
+    # twice, the burst two octaves above the load the canary is paired at.
+    ramp = [r for i, b in enumerate((8.0, 7.3, 4.9, 3.2)) for r in windows(3, b, 1, start=i)]
+    alone = windows(3, 2.0, 4, start=4)
+    stable, canary = _better_canary(8, 8, 2.0)
+    history = ramp + alone + stable
+    verdict = judge(history, canary, [r.load for r in history], "throughput", 0.02, 0.95, 6)
+    assert "waiting for loads" not in verdict.reason and "never seen" not in verdict.reason, verdict
+    assert verdict.decision == "promote", verdict

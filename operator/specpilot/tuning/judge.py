@@ -150,15 +150,20 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         return np.array([1.0]), np.array([1.0])
     octaves = np.round(np.log2(np.maximum(np.asarray(loads, dtype=float), 1.0)))
     levels, counts = np.unique(octaves, return_counts=True)
-    common = levels[counts >= LEVEL_WINDOWS]
-    if len(common):
-        # A level held by fewer windows next to one that holds LEVEL_WINDOWS is a passing state (the burst
-        # when load starts, a lull): its windows join that level. A rare level far from the others is a
-        # real part of the mix (a heavy hour) and stays.
-        nearest = common[np.argmin(np.abs(levels[:, None] - common[None, :]), axis=1)]
-        target = np.where(np.abs(nearest - levels) <= 1.0, nearest, levels)
-        levels = np.unique(target)
-        counts = np.array([counts[target == t].sum() for t in levels])
+    # A level held by fewer windows within an octave of one that holds LEVEL_WINDOWS, or of a rare level
+    # that already joined one, is a passing state (the burst when load starts and the ramp down from it, a
+    # lull): its windows join that level. A rare level far from the others is a real part of the mix (a
+    # heavy hour) and stays.
+    target = {lv: lv for lv, c in zip(levels, counts) if c >= LEVEL_WINDOWS}
+    while target:
+        joining = {lv: min(target, key=lambda t: abs(t - lv)) for lv in levels
+                   if lv not in target and min(abs(t - lv) for t in target) <= 1.0}
+        if not joining:
+            break
+        target.update({lv: target[t] for lv, t in joining.items()})
+    joined = np.array([target.get(lv, lv) for lv in levels])
+    counts = np.array([counts[joined == t].sum() for t in np.unique(joined)])
+    levels = np.unique(joined)
     # Weights are the posterior mean under a uniform prior over the levels seen (one pseudo-window each): a
     # level seen once in 26 windows may well carry far more than 1/26 of the traffic.
     counts = counts + 1.0
