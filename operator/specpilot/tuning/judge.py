@@ -12,7 +12,7 @@ the prior never saw cannot talk the judge into a worse N. Windows are weighed by
 goodput at their load level (per-sequence speed for the latency objective, per-pod tokens for throughput)
 and the level's share of the round's load mix, so the ratio is the one of G = sum_B w_B B L / t over the
 round's loads; no verdict until the windows have covered COVERAGE of that goodput, each level counting
-from LEVEL_WINDOWS windows.
+from LEVEL_WINDOWS windows, and the goodput at loads no pair came near counts at the sceptical prior below.
 
 The true log ratio gets a sceptical prior centred on 0 (GAIN_PRIOR_SD: a canary is no better than the
 stable until it shows it); each level's per-window spread is its own, shrunk towards the pooled one, which
