@@ -39,6 +39,10 @@ def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+# After a failed renewal the next attempt comes this many times sooner than a regular one.
+RETRY_FRACTION = 3
+
+
 class LeaderLost(Exception):
     """This replica stopped holding the Lease; it must stop acting at once."""
 
@@ -145,12 +149,17 @@ class LeaseElector:
         raise LeaderLost(f"lease {self.namespace}/{self.name} lost")
 
     def _renew_until_lost(self) -> None:
-        while not self._stop.wait(min(self.renew_every_s, max(0.0, self._valid_until - time.monotonic()))):
+        wait = self.renew_every_s
+        while not self._stop.wait(min(wait, max(0.0, self._valid_until - time.monotonic()))):
             if self.holding() and self._attempt():
+                wait = self.renew_every_s
                 continue
             if not self.holding() or self._held_by_other():
                 self.lose()
                 return
+            # A failed renewal is retried sooner, as client-go's retryPeriod does: a few seconds of API
+            # errors (a restart, a 5xx burst) must not use up every attempt before the renewal deadline.
+            wait = self.renew_every_s / RETRY_FRACTION
 
     async def _off_loop(self, call: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._thread, call)
