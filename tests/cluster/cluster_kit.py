@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -133,6 +134,28 @@ class Cluster:
     def lease_holder(self) -> str | None:
         lease = self.get("lease", "-n", "kube-system", "specpilot-operator")
         return ((lease or {}).get("spec") or {}).get("holderIdentity")
+
+
+def keep_running(cluster: Cluster, identity: str, lease_duration: int) -> Callable[[], None]:
+    """Start an operator and start it again whenever it exits, as the kubelet restarts a container
+    (restartPolicy: Always): an operator that lost its Lease exits on purpose and comes back as a standby.
+    Returns what stops the supervision (before stop_cluster)."""
+    stop = threading.Event()
+    first = cluster.start_operator(identity, lease_duration=lease_duration)
+
+    def watch() -> None:
+        current = first
+        while not stop.wait(0.5):
+            if current.proc.poll() is not None:
+                current = cluster.start_operator(identity, lease_duration=lease_duration)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+
+    def done() -> None:
+        stop.set()
+        thread.join(5)
+    return done
 
 
 class NeverReady:
