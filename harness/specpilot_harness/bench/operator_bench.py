@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,11 +183,7 @@ async def bench(count: int, deadline_s: float) -> dict[str, Any]:
     timeline = Timeline(expected=count)
     watches: list[asyncio.Task[None]] = []
     try:
-        access = Access.read(kubeconfig)
-        async with aiohttp.ClientSession(base_url=url, headers=access.headers,
-                                         connector=aiohttp.TCPConnector(ssl=access.ssl_context())) as http:
-            await (await http.post("/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}})).read()
-            await _wait_for_leader(http)
+        async with api_session(url, kubeconfig) as http:
             path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
             watches = [asyncio.create_task(_watch(http, p, timeline))
                        for p in (path, f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments")]
@@ -234,6 +232,18 @@ async def bench(count: int, deadline_s: float) -> dict[str, Any]:
         "errors": _metric_total(metrics, metric_names.RECONCILE_ERRORS_TOTAL),
         "operator_log": str(workdir / "operator.log"),
     }
+
+
+@asynccontextmanager
+async def api_session(url: str, kubeconfig: Path) -> AsyncIterator[aiohttp.ClientSession]:
+    """A client of the sandbox as the kubeconfig's user, once the benchmark's namespace exists and the
+    operator holds the Lease."""
+    access = Access.read(kubeconfig)
+    async with aiohttp.ClientSession(base_url=url, headers=access.headers,
+                                     connector=aiohttp.TCPConnector(ssl=access.ssl_context())) as http:
+        await (await http.post("/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}})).read()
+        await _wait_for_leader(http)
+        yield http
 
 
 async def _operator_requests(http: aiohttp.ClientSession) -> int:

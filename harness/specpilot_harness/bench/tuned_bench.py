@@ -20,10 +20,9 @@ from typing import Any
 import aiohttp
 
 from specpilot.api.models import API_VERSION, KIND, PLURAL, duration_seconds
-from specpilot_harness.bench.operator_bench import (NAMESPACE, _sandbox, _stop, _wait_for_leader, cpu_s,
+from specpilot_harness.bench.operator_bench import (NAMESPACE, _sandbox, _stop, api_session, cpu_s,
                                                     peak_rss_mib, percentile)
 from specpilot_harness.ports import free_port
-from specpilot_harness.sandbox.kubeconfig import Access
 from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_ANNOTATION
 
 PROFILE = ("qwen35-122b-mtp-math500", "mtp", 3)  # (article profile, its method, a default N it serves)
@@ -113,11 +112,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "kube-system", stdout=log, stderr=log)
     windows, watch = Windows(), None
     try:
-        access = Access.read(kubeconfig)
-        async with aiohttp.ClientSession(base_url=url, headers=access.headers,
-                                         connector=aiohttp.TCPConnector(ssl=access.ssl_context())) as http:
-            await (await http.post("/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}})).read()
-            await _wait_for_leader(http)
+        async with api_session(url, kubeconfig) as http:
             path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
             watch = asyncio.create_task(_watch(http, path, windows))
             applied = time.monotonic()
