@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -141,6 +141,22 @@ def max_n(method: str, block_size: int | None) -> int:
     if rule.block_bound is not None:
         return (block_size or rule.default_block_size or 0) + rule.block_bound
     return MAX_NUM_SPECULATIVE_TOKENS
+
+
+def schedule_k(schedule: Sequence[Sequence[int]] | None, n: int, batch_size: int) -> int:
+    """Draft tokens per sequence at a running batch size, as vLLM 0.33's dense schedule lookup gives them
+    (`v1/spec_decode/dynamic/utils.py`): the range holding the batch size, a gap or the tail past the
+    last range carries the previous range's K forward, and K is clamped to the started N. No schedule: N."""
+    if not schedule or n <= 0:
+        return max(n, 0)
+    k = None
+    for lo, hi, entry_k in sorted(schedule, key=lambda e: e[0]):
+        if batch_size < lo:
+            break
+        k = entry_k
+        if batch_size <= hi:
+            break
+    return min(n, k if k is not None else n)
 
 
 class SpeculativeConfig(BaseModel):

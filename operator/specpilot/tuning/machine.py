@@ -54,9 +54,10 @@ class Action:
     kind: ActionKind
     n: int | None = None
     reason: str = ""
+    schedule: list[list[int]] | None = None  # start_canary/promote: the track's batch-size schedule
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "n": self.n, "reason": self.reason}
+        return {"kind": self.kind, "n": self.n, "reason": self.reason, "schedule": self.schedule}
 
 
 def candidates(state: TunerState, tuning: Tuning) -> list[int]:

@@ -21,6 +21,10 @@ MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
 
 
+def _rows(value: Any) -> list[list[int]] | None:
+    return [[int(x) for x in row] for row in value] if value else None
+
+
 @dataclass
 class TunerState:
     method: str
@@ -40,7 +44,11 @@ class TunerState:
     reference: dict[str, float] | None = None  # stable's numbers at convergence, for drift
     converged_at: float | None = None
     converged_seq: int | None = None
-    schedule: dict[str, Any] | None = None
+    schedule: dict[str, Any] | None = None  # the latest schedule proposal (schedule mode)
+    # Batch-size schedules ([lo, hi, K] rows, vLLM's num_speculative_tokens_per_batch_size) the tracks serve;
+    # None: the track drafts its N at every batch size.
+    stable_schedule: list[list[int]] | None = None
+    canary_schedule: list[list[int]] | None = None
     near_tie: str | None = None  # at convergence: the better N whose gain is inside the margin, said not paid
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -65,7 +73,8 @@ class TunerState:
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
-            schedule=s.get("schedule"), near_tie=s.get("nearTie"), history=list(s.get("history", [])))
+            schedule=s.get("schedule"), stable_schedule=_rows(s.get("stableSchedule")),
+            canary_schedule=_rows(s.get("canarySchedule")), near_tie=s.get("nearTie"), history=list(s.get("history", [])))
 
     def to_status(self) -> dict[str, Any]:
         """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
@@ -78,7 +87,8 @@ class TunerState:
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,
             "convergedSeq": self.converged_seq,
-            "schedule": self.schedule, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
+            "schedule": self.schedule, "stableSchedule": self.stable_schedule,
+            "canarySchedule": self.canary_schedule, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
         }
 
     def copy(self) -> "TunerState":
