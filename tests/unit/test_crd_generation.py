@@ -78,7 +78,7 @@ def test_names_columns_and_status_subresource() -> None:
     assert crd()["spec"]["names"]["shortNames"] == ["sd", "specdeploy"]
     assert version["subresources"] == {"status": {}}
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Method", "N", "Phase", "Accepted length", "Age"]
+        "Method", "N", "Phase", "Accepted length", "Schedule", "Age"]
 
 
 def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:

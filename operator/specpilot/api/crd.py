@@ -37,6 +37,8 @@ _PRINTER_COLUMNS = [
      "description": "Lifecycle phase."},
     {"name": "Accepted length", "type": "number", "jsonPath": ".status.acceptedLength",
      "description": "Mean accepted length (1 + accepted/drafts) over the last window."},
+    {"name": "Schedule", "type": "string", "jsonPath": ".status.servedSchedule",
+     "description": "Batch-size schedule the stable pods serve (tuning mode schedule)."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

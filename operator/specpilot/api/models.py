@@ -326,6 +326,10 @@ class SpeculativeDeploymentStatus(_Model):
     replicas: int | None = Field(None, description="Stable pods.")
     ready_replicas: int | None = Field(None, description="Stable pods Ready.")
     accepted_length: float | None = Field(None, description="Mean accepted length (1 + accepted/drafts), last window.")
+    served_schedule: str | None = Field(
+        None, max_length=512, description="Batch-size schedule the stable pods serve (tuning mode schedule), as "
+                                          "minBatchSize-maxBatchSize:N ranges; empty when they run N at every "
+                                          "batch size.")
     tuning: dict[str, Any] | None = Field(
         None, description="Tuner state machine (resumable after an operator restart) and decision history.")
 

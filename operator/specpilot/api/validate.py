@@ -93,12 +93,16 @@ def crd_schema() -> dict[str, Any]:
     return open_api_schema()
 
 
-def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None) -> SpeculativeConfig:
-    """The runtime's SpeculativeConfig for a spec, at N = `n` (default: the spec's N)."""
+def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None,
+                       schedule_rows: list[list[int]] | None = None) -> SpeculativeConfig:
+    """The runtime's SpeculativeConfig for a spec, at N = `n` (default: the spec's N), serving
+    `schedule_rows` ([lo, hi, K] rows the tuner chose) instead of the spec's schedule when given."""
     s = spec.speculative
     started = s.num_speculative_tokens if n is None else n
     schedule = None
-    if s.schedule:
+    if schedule_rows:
+        schedule = [(lo, hi, k) for lo, hi, k in schedule_rows]
+    elif s.schedule:
         # A track the tuner started at another N cannot draft more than its own N in any batch range.
         cap = started if n is not None else None
         schedule = [(e.min_batch_size, e.max_batch_size,

@@ -38,13 +38,25 @@ class TrackPlan:
 
     stable_n: int | None
     canary_n: int | None
+    stable_schedule: tuple[tuple[int, ...], ...] | None = None  # [lo, hi, K] rows (schedule mode)
+    canary_schedule: tuple[tuple[int, ...], ...] | None = None
+
+
+def _rows(value: Any) -> tuple[tuple[int, ...], ...] | None:
+    return tuple(tuple(row) for row in value) if value else None
 
 
 def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
     tuning = status.get("tuning") or {}
     if not tuning_enabled:
         return TrackPlan(None, None)
-    return TrackPlan(tuning.get("stableN"), tuning.get("canaryN"))
+    canary_n = tuning.get("canaryN")
+    return TrackPlan(tuning.get("stableN"), canary_n, _rows(tuning.get("stableSchedule")),
+                     _rows(tuning.get("canarySchedule")) if canary_n is not None else None)
+
+
+def _lists(rows: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
+    return [list(row) for row in rows] if rows else None
 
 
 def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
@@ -140,6 +152,8 @@ class Reconciler:
         plan = plan_tracks(sd, old_status)
         try:
             desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj),
+                                    stable_schedule=_lists(plan.stable_schedule),
+                                    canary_schedule=_lists(plan.canary_schedule),
                                     defaults=self.serving)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 # A status write that meets a 409 is re-based on a fresh read this many times before the window is lost.
 CONFLICT_ATTEMPTS = 3
+# A window's API calls and scrapes taking longer than this (and than the window) are logged.
+SLOW_TICK_S = 10.0
 
 
 def _enabled(spec: kopf.Spec, **_: Any) -> bool:
@@ -67,22 +69,30 @@ class TuningLoop:
         self.warned_routes: set[str] = set()
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
+        log.info("tuning %s/%s: loop started", self.namespace, self.name)
         while not stopped:
             started = time.monotonic()
             try:
                 window_s = await self.tick()
             except NotLeader:
+                log.info("tuning %s/%s: loop ends: not the leader", self.namespace, self.name)
                 return  # the new leader's loop takes over; nothing more is written from here
             except Exception as exc:  # an API hiccup costs this window, not the loop
                 log.warning("tuning %s/%s: window failed: %s", self.namespace, self.name, exc)
                 self.counter.reset()
                 window_s = POLL_S * 4
+            took = time.monotonic() - started
+            if took > max(window_s, SLOW_TICK_S):
+                # Decisions (and the progressDeadline) wait for the window: say where the time went.
+                log.warning("tuning %s/%s: a window took %.1fs (API calls or scrapes slow)", self.namespace,
+                            self.name, took)
             spec_n = _spec_n(body)
             # Windows start window_s apart: the tick's own time (API calls, scrapes) is part of the window, not
             # added to it, so windows do not fall behind. Sliced waits: a stop, or the user editing N by hand,
             # must not wait for the window to end.
             while (waited := time.monotonic() - started) < window_s and not stopped and _spec_n(body) == spec_n:
                 await stopped.wait(min(POLL_S, window_s - waited))
+        log.info("tuning %s/%s: loop stopped (%s)", self.namespace, self.name, stopped.reason)
 
     async def tick(self) -> float:
         """One window; returns the seconds to the next one."""

@@ -18,6 +18,9 @@ from specpilot.tuning.state import STATE_VERSION
 INVALID_STATE = "TuningStateInvalid"
 _OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
 _OPTIONAL_OBJECTS = ("reference", "schedule")
+_SCHEDULES = (("stableSchedule", "stableN"), ("canarySchedule", "canaryN"))
+# As spec.speculative.schedule: vLLM's table is short, and status must stay small.
+MAX_SCHEDULE_ROWS = 16
 
 
 def _int(value: Any) -> bool:
@@ -41,11 +44,25 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
             return f"{key} is not an object"
     if tuning.get("convergedAt") is not None and not isinstance(tuning["convergedAt"], Real):
         return f"convergedAt {tuning['convergedAt']!r} is not a number"
+    for key, _ in _SCHEDULES:
+        found = _schedule_shape(key, tuning.get(key))
+        if found:
+            return found
     for key in ("tried", "records", "pairs", "history"):
         if not isinstance(tuning.get(key, []), list):
             return f"{key} is not a list"
     if not all(isinstance(entry, dict) for entry in tuning.get("history", [])):
         return "history holds something other than objects"
+    return None
+
+
+def _schedule_shape(key: str, rows: Any) -> str | None:
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or len(rows) > MAX_SCHEDULE_ROWS:
+        return f"{key} is not a list of at most {MAX_SCHEDULE_ROWS} rows"
+    if not all(isinstance(r, list) and len(r) == 3 and all(_int(x) and x >= 0 for x in r) for r in rows):
+        return f"{key} holds a row other than [minBatchSize, maxBatchSize, N] whole numbers"
     return None
 
 
@@ -69,10 +86,10 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
         return f"cannot be read: no {exc.args[0]!r}"
     except (TypeError, ValueError, AttributeError) as exc:
         return f"cannot be read: {exc}"
-    for key in ("stableN", "canaryN"):
+    for schedule_key, key in _SCHEDULES:
         if tuning.get(key) is not None:
             try:
-                engine_config(sd, tuning[key])
+                engine_config(sd, tuning[key], tuning.get(schedule_key))
             except ValueError as exc:
                 return f"{key} {tuning[key]} cannot run: {exc}"
     return None

@@ -19,6 +19,7 @@ from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
+from specpilot.tuning.schedule import schedule_text
 
 # status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
 # edits spec N by hand, the two differ and the user wins (the tuner restarts from the new N).
@@ -102,7 +103,8 @@ def status_patch(old_status: dict[str, Any], state: TunerState, spec_n: int, con
                  generation: int | None, stable: TrackWindow | None) -> dict[str, Any]:
     """The merge patch of status after a window: the tuner's state, the Tuning condition, accepted length."""
     conds = st.set_condition(list(old_status.get("conditions") or []), st.TUNING, *condition, generation)
-    patch: dict[str, Any] = {"tuning": {**state.to_status(), SPEC_N_KEY: spec_n}, "conditions": conds}
+    patch: dict[str, Any] = {"tuning": {**state.to_status(), SPEC_N_KEY: spec_n}, "conditions": conds,
+                             "servedSchedule": schedule_text(state.stable_schedule) or None}
     length = mean_acceptance_length(stable.delta) if stable is not None else None
     if length is not None:
         patch["acceptedLength"] = round(length, 4)
@@ -151,7 +153,9 @@ def _numbers(numbers: dict[str, Any]) -> str:
 def decision_event(entry: dict[str, Any]) -> Decision:
     action = ActionKind(entry["action"])
     reason = EVENT_REASONS[action]
-    message = f"{action} N={entry.get('n')} (round {entry.get('round')}): {entry.get('reason', '')}"
+    schedule = entry.get("schedule")
+    served = f" schedule {schedule_text(schedule)}" if isinstance(schedule, list) and schedule else ""
+    message = f"{action} N={entry.get('n')}{served} (round {entry.get('round')}): {entry.get('reason', '')}"
     numbers = _numbers(entry.get("numbers") or {})
     return Decision("Warning" if action == ActionKind.ROLLBACK else "Normal", reason,
                     f"{message}. {numbers}" if numbers else message)

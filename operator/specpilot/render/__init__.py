@@ -28,14 +28,16 @@ def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[
 
 def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | None = None,
                  owner: dict[str, Any] | None = None, canary_running: bool = False,
-                 defaults: ServingDefaults = DEFAULT_SERVING) -> list[dict[str, Any]]:
+                 defaults: ServingDefaults = DEFAULT_SERVING,
+                 schedule: list[list[int]] | None = None) -> list[dict[str, Any]]:
     """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N);
     `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace); `defaults` are
-    the cluster-wide serving image, pull secrets and runtime image.
+    the cluster-wide serving image, pull secrets and runtime image; `schedule` is the tuner's batch-size
+    schedule for the track.
 
-    Raises ValueError when `n` breaks the method's rules.
+    Raises ValueError when `n` or `schedule` breaks the method's rules.
     """
-    config = engine_config(sd, n)
+    config = engine_config(sd, n, schedule)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
     objects = [config_map(sd, track, text),
@@ -51,10 +53,13 @@ def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = Non
 
 
 def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int | None = None,
-           owner: dict[str, Any] | None = None, defaults: ServingDefaults = DEFAULT_SERVING) -> list[dict[str, Any]]:
-    """Every child: the stable track, the Service, and the canary track when `canary_n` is given."""
-    objects = (render_track(sd, "stable", stable_n, owner, canary_n is not None, defaults)
+           owner: dict[str, Any] | None = None, defaults: ServingDefaults = DEFAULT_SERVING,
+           stable_schedule: list[list[int]] | None = None,
+           canary_schedule: list[list[int]] | None = None) -> list[dict[str, Any]]:
+    """Every child: the stable track, the Service, and the canary track when `canary_n` is given; each
+    track serves its batch-size schedule when the tuner chose one."""
+    objects = (render_track(sd, "stable", stable_n, owner, canary_n is not None, defaults, stable_schedule)
                + [render_service(sd, owner)])
     if canary_n is not None:
-        objects += render_track(sd, "canary", canary_n, owner, defaults=defaults)
+        objects += render_track(sd, "canary", canary_n, owner, defaults=defaults, schedule=canary_schedule)
     return objects

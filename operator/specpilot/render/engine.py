@@ -14,15 +14,17 @@ from ..api.validate import speculative_config
 from .names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, owned_labels
 
 
-def engine_config(sd: SpeculativeDeployment, n: int | None = None) -> EngineConfig:
-    """What one pod of the track runs, at N = `n` (default: the spec's N).
+def engine_config(sd: SpeculativeDeployment, n: int | None = None,
+                  schedule: list[list[int]] | None = None) -> EngineConfig:
+    """What one pod of the track runs, at N = `n` (default: the spec's N), with the tuner's batch-size
+    `schedule` when it chose one (else the spec's, capped at N).
 
     Raises ValueError when that N breaks the method's rules: render never emits a config vLLM refuses.
     """
     spec = sd.spec
     # "0 turns speculation off" (tuning candidates): vLLM then runs without a speculative config, since
     # every drafting method needs N >= 1.
-    speculative = SpeculativeConfig(method=OFF) if n == 0 else speculative_config(spec, n)
+    speculative = SpeculativeConfig(method=OFF) if n == 0 else speculative_config(spec, n, schedule)
     problems = speculative.problems("spec.speculative")
     if problems:
         raise ValueError("; ".join(str(p) for p in problems))

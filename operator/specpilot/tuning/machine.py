@@ -26,7 +26,7 @@ from .judge import EXTEND, health_problem, judge, promotion_power
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import plan, posterior_goodput
-from .schedule import propose
+from .schedule import propose, schedule_text
 from .state import TunerState
 from .step_model import StepModel
 from .transfer import known
@@ -91,8 +91,11 @@ def _power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.ndarra
 
 
 def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
-    state.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
-               "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers})
+    entry = {"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
+             "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers}
+    if action.schedule is not None:
+        entry["schedule"] = action.schedule
+    state.log(entry)
     return action
 
 
@@ -102,6 +105,10 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return Action(ActionKind.HOLD, state.stable_n, "observing the stable track")
     if state.canaries_in_round >= tuning.max_canaries_per_round:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
+    if state.stable_schedule is not None and state.schedule_tried:
+        # The schedule came from this round's single-N search and beat its result: the round is done.
+        return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
+                                             f"(started N={state.stable_n})")
     model = _model(state)
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
              _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
@@ -109,6 +116,9 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
         return Action(ActionKind.HOLD, state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
+        scheduled = _schedule_canary(state, tuning, now)
+        if scheduled is not None:
+            return scheduled
         state.near_tie = p.tie_reason or None
         return _converge(state, tuning, now, p.tie_reason or f"no candidate worth a canary (best N={p.best_n})",
                          numbers=p.to_json())
@@ -121,6 +131,30 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     return _decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
 
 
+def _schedule_canary(state: TunerState, tuning: Tuning, now: float) -> Action | None:
+    """Schedule mode, once per round, when no single N is worth a canary: canary the batch-size schedule
+    the measurements propose (started N + schedule) when it is expected to beat the stable track by the
+    margin; the paired judge then decides on what the canary measures, as for any N."""
+    if tuning.mode != "schedule" or state.schedule_tried \
+            or state.canaries_in_round >= tuning.max_canaries_per_round:
+        return None
+    proposal = propose(state.method, state.records, _model(state), candidates(state, tuning), _loads(state),
+                       tuning.objective, state.stable_n, state.stable_schedule)
+    gain = proposal.stable_gain
+    if len(proposal.entries) < 2 or proposal.num_speculative_tokens < 1 or gain is None \
+            or gain < tuning.promotion_margin or proposal.rows == state.stable_schedule:
+        return None
+    state.schedule_tried = True
+    state.canary_n = proposal.num_speculative_tokens
+    state.canary_schedule = proposal.rows
+    state.canaries_in_round += 1
+    state.enter(Phase.CANARY_STARTING, now)
+    reason = (f"schedule {schedule_text(proposal.rows)} expected {gain:.2%} over stable N={state.stable_n} "
+              f"(best single N={proposal.best_single_n})")
+    return _decide(state, now, Action(ActionKind.START_CANARY, state.canary_n, reason, proposal.rows),
+                   {"schedule": proposal.to_json()})
+
+
 def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: bool = False,
               numbers: dict[str, Any] | None = None) -> Action:
     state.reference = None  # set from the steady state that follows (see _converged)
@@ -129,7 +163,7 @@ def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: 
     numbers = dict(numbers or {})
     if tuning.mode == "schedule":
         proposal = propose(state.method, state.records, _model(state), candidates(state, tuning),
-                           _loads(state), tuning.objective)
+                           _loads(state), tuning.objective, state.stable_n, state.stable_schedule)
         state.schedule = proposal.to_json()
         numbers["schedule"] = state.schedule
     state.enter(Phase.CONVERGED, now)
@@ -151,6 +185,7 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
 def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
     n = state.canary_n
     state.canary_n = None
+    state.canary_schedule = None
     state.analysis_from_seq = None
     state.enter(Phase.ROLLING_BACK, now)
     return _decide(state, now, Action(ActionKind.ROLLBACK, n, reason), numbers)
@@ -180,6 +215,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return _rollback(state, now, v.reason, numbers)
     c = state.canary_n
     assert c is not None
+    if state.canary_schedule is not None:
+        return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason, state.canary_schedule), numbers)
     # The canary is better. If what it measured shows another untried N to be better still, use the
     # canary as a probe: roll it back and let the planner go straight there (promoting c first would make
     # that N compete against c with the margin, and the margin would hide the remaining gain). When that
@@ -203,14 +240,22 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         if p_alt > 1.0 - tuning.confidence:
             return Action(ActionKind.KEEP_ANALYSING, c,
                           f"better than stable; N={alt} better still with probability {p_alt:.0%}")
-    state.stable_n = c
+    return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
+
+
+def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
+    """The canary's N and schedule (None: N at every batch size) become the stable track's."""
+    assert action.n is not None
+    state.stable_n = action.n
+    state.stable_schedule = action.schedule
     state.canary_n = None
+    state.canary_schedule = None
     state.analysis_from_seq = None
     # An N rolled back against the old stable (or before the round had seen its whole load mix) may well
     # beat the new one: against it, only the planner's value and the round's budget rule it out.
     state.tried = []
     state.enter(Phase.PROMOTING, now)
-    return _decide(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
+    return _decide(state, now, action, numbers)
 
 
 def _record_window(state: TunerState, obs: Observations) -> None:
@@ -226,7 +271,8 @@ def _record_window(state: TunerState, obs: Observations) -> None:
     for r in recs.values():
         state.add_record(r)
     s, c = recs.get("stable"), recs.get("canary")
-    if s and c and s.step_s and c.step_s:
+    # A track serving a schedule steps at several K: its step time is no point of t(N).
+    if s and c and s.step_s and c.step_s and state.stable_schedule is None and state.canary_schedule is None:
         load = (s.load + c.load) / 2
         state.add_pair(_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
 
@@ -237,6 +283,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
     if not tuning.enabled:
         # Drop any canary; when tuning is enabled again, it resumes by observing the stable track.
         st.canary_n = None
+        st.canary_schedule = None
         st.analysis_from_seq = None
         if st.phase not in (Phase.OBSERVING, Phase.CONVERGED):
             st.enter(Phase.OBSERVING, now)
@@ -246,6 +293,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
         return st, _converged(st, tuning, obs, now)
     if st.windows_in_round > tuning.max_windows_per_round:
         st.canary_n = None
+        st.canary_schedule = None
         return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
     if st.phase == Phase.CANARY_STARTING:
         return st, _canary_starting(st, tuning, obs, now)
@@ -277,6 +325,10 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     if reason:
         # What was learnt about survival is stale; the step-time model is not.
         state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
+    elif state.stable_schedule is not None:
+        # A served schedule already follows the load; the planner's single-N view of it would not.
+        return Action(ActionKind.HOLD, state.stable_n, f"converged; serving schedule "
+                                                       f"{schedule_text(state.stable_schedule)}")
     else:
         model = _model(state)
         p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
@@ -288,6 +340,7 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
     state.near_tie = None
+    state.schedule_tried = False
     state.canaries_in_round = 0
     state.windows_in_round = 0
     state.tried = []

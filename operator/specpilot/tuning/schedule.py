@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from specpilot_runtime.speculative import schedule_k
+
 from .goodput import per_load_goodput
 from .observations import WindowRecord
 from .step_model import StepModel
@@ -28,16 +30,26 @@ class ScheduleProposal:
     entries: tuple[tuple[int, int, int], ...]  # (min batch size, max batch size, N)
     best_single_n: int
     gain: float  # schedule goodput / best single N's goodput - 1, over the observed load mix
+    stable_gain: float | None = None  # schedule goodput / the stable N's goodput - 1, when it is a candidate
+
+    @property
+    def rows(self) -> list[list[int]]:
+        return [list(e) for e in self.entries]
 
     def to_json(self) -> dict:
-        return {"num_speculative_tokens": self.num_speculative_tokens,
-                "num_speculative_tokens_per_batch_size": [list(e) for e in self.entries],
-                "best_single_n": self.best_single_n, "gain_pct": round(self.gain * 100, 3)}
+        out = {"num_speculative_tokens": self.num_speculative_tokens,
+               "num_speculative_tokens_per_batch_size": self.rows,
+               "best_single_n": self.best_single_n, "gain_pct": round(self.gain * 100, 3)}
+        if self.stable_gain is not None:
+            out["stable_gain_pct"] = round(self.stable_gain * 100, 3)
+        return out
 
 
 def propose(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
-            loads: Sequence[float], objective: str) -> ScheduleProposal:
-    """Per-load optima as a batch-size schedule, with its gain over the best single N."""
+            loads: Sequence[float], objective: str, stable_n: int | None = None,
+            stable_schedule: Sequence[Sequence[int]] | None = None) -> ScheduleProposal:
+    """Per-load optima as a batch-size schedule, with its gain over the best single N (and over the stable
+    track it would replace: `stable_n`, with `stable_schedule` when it serves one)."""
     cands = sorted(set(candidates))
     lengths = sample_lengths(method, records, cands, Draws.make(SAMPLES))
     levels, weights, g = per_load_goodput(model, cands, lengths, loads)
@@ -58,5 +70,20 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
             entries[-1] = (entries[-1][0], hi, n)
         else:
             entries.append((lo, hi, n))
+    stable_gain = None
+    if stable_n is not None:
+        served = [schedule_k(stable_schedule, stable_n, int(round(level))) for level in levels]
+        if all(k in cands for k in served):
+            stable_total = float(sum(w * g[i, cands.index(k)] for i, (w, k) in enumerate(zip(weights, served))))
+            stable_gain = sched_total / stable_total - 1.0
     return ScheduleProposal(max(best_per_level), tuple(entries), cands[j_single],
-                            sched_total / float(totals[j_single]) - 1.0)
+                            sched_total / float(totals[j_single]) - 1.0, stable_gain)
+
+
+def schedule_text(rows: list[list[int]] | None) -> str:
+    """A schedule in one short line, e.g. "1-8:5 9-64:3 65+:1" (the last range runs to any batch size)."""
+    if not rows:
+        return ""
+    parts = [f"{lo}-{hi}:{k}" for lo, hi, k in rows[:-1]]
+    lo, _, k = rows[-1]
+    return " ".join(parts + [f"{lo}+:{k}"])

@@ -49,6 +49,7 @@ class TunerState:
     # None: the track drafts its N at every batch size.
     stable_schedule: list[list[int]] | None = None
     canary_schedule: list[list[int]] | None = None
+    schedule_tried: bool = False  # a schedule canary ran this round (one per round)
     near_tie: str | None = None  # at convergence: the better N whose gain is inside the margin, said not paid
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -74,7 +75,8 @@ class TunerState:
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
             schedule=s.get("schedule"), stable_schedule=_rows(s.get("stableSchedule")),
-            canary_schedule=_rows(s.get("canarySchedule")), near_tie=s.get("nearTie"), history=list(s.get("history", [])))
+            canary_schedule=_rows(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
+            near_tie=s.get("nearTie"), history=list(s.get("history", [])))
 
     def to_status(self) -> dict[str, Any]:
         """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
@@ -88,7 +90,7 @@ class TunerState:
             "reference": self.reference, "convergedAt": self.converged_at,
             "convergedSeq": self.converged_seq,
             "schedule": self.schedule, "stableSchedule": self.stable_schedule,
-            "canarySchedule": self.canary_schedule, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
+            "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
         }
 
     def copy(self) -> "TunerState":
