@@ -8,7 +8,9 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from specpilot_runtime.speculative import METHODS, OFF
+from pydantic import TypeAdapter, ValidationError
+
+from specpilot_runtime.speculative import METHODS, OFF, SpeculativeConfig
 from .profile import read_profile
 
 if TYPE_CHECKING:  # the server imports aiohttp; `serve` in a vLLM pod should not pay for it
@@ -27,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-speculative-tokens", type=int, required=True, metavar="N",
                    help="N, fixed for the engine's life as in vLLM; 0 turns speculation off")
     p.add_argument("--method", help="speculative method (default: the profile's); 'off' with N=0")
+    p.add_argument("--num-speculative-tokens-per-batch-size", metavar="JSON",
+                   help="vLLM's batch-size schedule, [[lo, hi, K], ...]: steps at a running batch size in "
+                        "[lo, hi] draft K <= N tokens (the pod's speculative config key)")
     p.add_argument("--served-model-name", metavar="MODEL",
                    help="model name in the API and the model_name metric label (default: the profile name)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -62,6 +67,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     if args.max_num_seqs < 1 or args.max_model_len < 2:
         raise ValueError("--max-num-seqs must be >= 1 and --max-model-len >= 2")
     profile.survival_at(n)  # N within the profile's 0..max_n
+    schedule = parse_schedule(args.num_speculative_tokens_per_batch_size, method, n)
     from .server import SimConfig
 
     return SimConfig(
@@ -70,8 +76,33 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         host=args.host, port=args.port, time_scale=args.time_scale, seed=args.seed,
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
         drafted_per_position_metric=args.drafted_per_position_metric,
-        shutdown_timeout_s=args.shutdown_timeout,
+        shutdown_timeout_s=args.shutdown_timeout, num_speculative_tokens_per_batch_size=schedule,
     )
+
+
+_ROWS = TypeAdapter(list[tuple[int, int, int]])
+SCHEDULE_FLAG = "--num-speculative-tokens-per-batch-size"
+
+
+def parse_schedule(text: str | None, method: str, n: int) -> tuple[tuple[int, int, int], ...] | None:
+    """The schedule flag's rows, held to the rules vLLM starts by (`speculative.check`); None without
+    one. ValueError names what is wrong."""
+    if text is None:
+        return None
+    try:
+        rows = _ROWS.validate_json(text)
+    except ValidationError:
+        raise ValueError(f"{SCHEDULE_FLAG} must be JSON [[lo, hi, K], ...] of integers, got {text!r}") from None
+    if not rows:
+        return None
+    if method == OFF:
+        raise ValueError(f"{SCHEDULE_FLAG} needs speculation on (N >= 1)")
+    cfg = SpeculativeConfig(method=method, num_speculative_tokens=n, num_speculative_tokens_per_batch_size=rows)
+    # Only the schedule's own rules: the draft model and the like are the real pod's business.
+    wrong = [p for p in cfg.problems() if p.path.startswith("speculative.schedule")]
+    if wrong:
+        raise ValueError(f"{SCHEDULE_FLAG}: {'; '.join(str(p) for p in wrong)}")
+    return tuple(rows)
 
 
 async def serve(config: SimConfig) -> None:

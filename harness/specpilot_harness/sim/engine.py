@@ -6,18 +6,26 @@ paces steps against wall time and turns outcomes into HTTP responses and metrics
 
 Model of one engine step (what vLLM's scheduler does, reduced to what speculative decoding changes):
 - waiting requests are admitted FIFO while fewer than `max_num_seqs` run;
-- the step takes `profile.step_time(N, B)` at B running sequences, times a noise factor;
+- the step drafts K tokens per sequence: N, or with a batch-size schedule (vLLM 0.33's
+  `num_speculative_tokens_per_batch_size`) `schedule_k(schedule, N, B)` at B running sequences;
+- the step takes `profile.step_time(K, B)`, times a noise factor;
 - a newly admitted request is prefilled and gets its first token (no draft is verified for it);
-- every other running request verifies one draft of N tokens and gets 1 + accepted tokens, accepted
-  drawn from the profile's survival curve at N, cut at its max_tokens;
-- vLLM counts every verified draft and its accepted tokens, even when max_tokens cuts the output.
+- every other running request verifies one draft of K tokens and gets 1 + accepted tokens, accepted
+  drawn from the profile's survival curve at N cut to its first K positions (vLLM drafts N and truncates
+  centrally to K), cut at its max_tokens; K = 0 drafts nothing;
+- vLLM counts every verified draft and its accepted tokens, even when max_tokens cuts the output, and
+  counts N draft tokens per draft whatever K is (the truncated positions are never accepted); only
+  specpilot's drafted-per-position counter sees K.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from specpilot_runtime.speculative import schedule_k
 
 from .acceptance import accepted_length
 from .profile import Profile
@@ -76,18 +84,21 @@ class StepOutcome:
     draft_tokens: int
     accepted_tokens: int
     accepted_per_pos: tuple[int, ...]
+    drafted_per_pos: tuple[int, ...]  # drafts that reached each of the N positions (K < N stops short)
     kv_cache_usage: float
 
 
 @dataclass
 class Engine:
-    """Continuous-batching engine at a fixed N, driven step by step."""
+    """Continuous-batching engine at a fixed N (and optional batch-size schedule), driven step by step."""
 
     profile: Profile
     num_speculative_tokens: int
     rng: random.Random
     max_num_seqs: int = 256
     kv_cache_tokens: int = 131072
+    # vLLM's num_speculative_tokens_per_batch_size rows (lo, hi, K); None drafts N at every batch size.
+    schedule: Sequence[Sequence[int]] | None = None
     clock: float = 0.0
     _waiting: deque[SimRequest] = field(default_factory=deque)
     _running: dict[str, SimRequest] = field(default_factory=dict)
@@ -132,8 +143,11 @@ class Engine:
             self._running[req.request_id] = req
         batch = len(self._running)
         n = self.num_speculative_tokens
+        k = schedule_k(self.schedule, n, batch)  # draft tokens this step: N without a schedule
+        # vLLM drafts N and truncates to K centrally, so acceptance follows the N curve's first K positions.
+        survival = self._survival[:k]
         noise = max(MIN_NOISE_FACTOR, self.rng.gauss(1.0, self.profile.noise)) if self.profile.noise else 1.0
-        duration = self.profile.step_time(n, batch) / 1000.0 * noise
+        duration = self.profile.step_time(k, batch) / 1000.0 * noise
         end = self.clock + duration
 
         emissions: list[Emission] = []
@@ -150,12 +164,12 @@ class Engine:
                 ttft.append(end - req.arrival)
             else:
                 tokens = 1
-                if n:
-                    accepted = accepted_length(self._survival, self.rng.random())
+                if k:
+                    accepted = accepted_length(survival, self.rng.random())
                     drafts += 1
                     accepted_total += accepted
-                    for k in range(accepted):
-                        per_pos[k] += 1
+                    for pos in range(accepted):
+                        per_pos[pos] += 1
                     tokens += accepted
                 assert req.last_token_at is not None
                 itl.append(end - req.last_token_at)
@@ -176,8 +190,10 @@ class Engine:
             prompt_tokens=prompt_tokens, generation_tokens=generation_tokens,
             emissions=tuple(emissions), finished=tuple(finished),
             time_to_first_token=tuple(ttft), inter_token_latency=tuple(itl),
+            # vLLM counts N draft tokens per draft even when K < N (the truncated ones are never accepted).
             drafts=drafts, draft_tokens=drafts * n, accepted_tokens=accepted_total,
             accepted_per_pos=tuple(per_pos),
+            drafted_per_pos=tuple(drafts if pos < k else 0 for pos in range(n)),
             kv_cache_usage=min(1.0, kv_tokens / self.kv_cache_tokens),
         )
 

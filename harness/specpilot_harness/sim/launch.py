@@ -1,7 +1,8 @@
 """A serving pod's EngineConfig -> the simulated engine that stands in for its vLLM. Pure.
 
 The sandbox's pod runner uses this so simulated pods serve what the operator rendered: N, method,
-served model name, port, and the plugin switch come from the pod's `engine.json`; the profile is named
+served model name, port, the batch-size schedule and the plugin switch come from the pod's `engine.json`
+(the schedule from the same speculative config the real runtime hands vLLM); the profile is named
 by the pod's `specpilot.io/sim-profile` annotation and looked up in the runner's profiles file
 (docs/simulator.md, "Pods: the profile annotation contract").
 """
@@ -9,10 +10,12 @@ by the pod's `specpilot.io/sim-profile` annotation and looked up in the runner's
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 
 from specpilot_runtime.engine_config import EngineConfig
 from .profile import Profile
+from .command import SCHEDULE_FLAG
 from .server import SimConfig
 
 # Annotations on a SpeculativeDeployment that the sandbox reads for its simulated pods (never copied onto
@@ -41,6 +44,12 @@ def pod_seed(pod_name: str) -> int:
     return int.from_bytes(hashlib.sha256(pod_name.encode()).digest()[:4], "big")
 
 
+def batch_size_schedule(engine: EngineConfig) -> tuple[tuple[int, int, int], ...] | None:
+    """The speculative config's num_speculative_tokens_per_batch_size rows; None without any."""
+    rows = engine.speculative.num_speculative_tokens_per_batch_size
+    return tuple(rows) if rows else None
+
+
 def sim_config(engine: EngineConfig, profile: Profile, host: str, *, time_scale: float = 1.0,
                seed: int | None = None) -> SimConfig:
     """In-process: the SimConfig for `SimServer` (raises ProfileError when N is outside the profile)."""
@@ -50,7 +59,8 @@ def sim_config(engine: EngineConfig, profile: Profile, host: str, *, time_scale:
                      served_model_name=served_name(engine), host=host, port=engine.port,
                      time_scale=time_scale, seed=seed,
                      drafted_per_position_metric=engine.drafted_per_position_metric,
-                     shutdown_timeout_s=float(engine.shutdown_timeout_s or 0))
+                     shutdown_timeout_s=float(engine.shutdown_timeout_s or 0),
+                     num_speculative_tokens_per_batch_size=batch_size_schedule(engine))
 
 
 def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, host: str, *,
@@ -63,6 +73,9 @@ def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, h
            "--host", host, "--port", str(engine.port), "--time-scale", repr(time_scale)]
     if seed is not None:
         out += ["--seed", str(seed)]
+    schedule = batch_size_schedule(engine)
+    if schedule:
+        out += [SCHEDULE_FLAG, json.dumps([list(r) for r in schedule])]
     if not engine.drafted_per_position_metric:
         out.append("--no-drafted-per-position-metric")
     if engine.shutdown_timeout_s:

@@ -108,9 +108,9 @@ class SimMetrics:
             self.accepted_tokens.inc(step.accepted_tokens)
             for counter, count in zip(self.accepted_per_pos, step.accepted_per_pos):
                 counter.inc(count)
-            # Simulated drafts are always N long, so every position is drafted once per draft.
-            for counter in self.drafted_per_pos:
-                counter.inc(step.drafts)
+            # Only positions below the step's K were drafted (a batch-size schedule can cut K below N).
+            for counter, count in zip(self.drafted_per_pos, step.drafted_per_pos):
+                counter.inc(count)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -49,6 +49,9 @@ class SimConfig:
     # vLLM's --shutdown-timeout (wall seconds): on shutdown, refuse new requests and let those in flight
     # finish for this long; 0 (vLLM's default) aborts them at once.
     shutdown_timeout_s: float = 0.0
+    # vLLM's num_speculative_tokens_per_batch_size, as the pod's speculative config gives it: (lo, hi, K)
+    # rows; None drafts N at every batch size.
+    num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] | None = None
 
 
 class EngineDead(RuntimeError):
@@ -176,7 +179,8 @@ class SimServer:
         self.metrics = SimMetrics(config.served_model_name, config.num_speculative_tokens,
                                   config.drafted_per_position_metric, config.time_scale)
         self.engine = Engine(config.profile, config.num_speculative_tokens, random.Random(config.seed),
-                             max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens)
+                             max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens,
+                             schedule=config.num_speculative_tokens_per_batch_size)
         self._loop: EngineLoop | None = None
         self._runner: web.AppRunner | None = None
         self._draining = False
