@@ -19,19 +19,21 @@ _SUMMED = ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens", "tp
            "running", "waiting", "prompt_tokens", "preemptions")
 
 
-def _add_vectors(a: tuple[float, ...] | None, b: tuple[float, ...] | None) -> tuple[float, ...] | None:
-    if a is None or b is None:
-        return b if a is None else a
+def _add_vectors(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
     return tuple(x + (shorter[i] if i < len(shorter) else 0.0) for i, x in enumerate(longer))
 
 
 def add(a: Snapshot, b: Snapshot) -> Snapshot:
-    """Two pods' window deltas as one track's; positions add up where both pods have them."""
+    """Two pods' window deltas as one track's; positions add up where both pods have them. The drafted-
+    per-position counter is the track's only when every pod exports it: a pod without it would add
+    accepted tokens and no drafted ones, so acceptance read off the sum would be too high."""
     summed = {name: getattr(a, name) + getattr(b, name) for name in _SUMMED}
+    drafted = None if a.drafted_per_pos is None or b.drafted_per_pos is None \
+        else _add_vectors(a.drafted_per_pos, b.drafted_per_pos)
     return replace(a, **summed,
-                   accepted_per_pos=_add_vectors(a.accepted_per_pos, b.accepted_per_pos) or (),
-                   drafted_per_pos=_add_vectors(a.drafted_per_pos, b.drafted_per_pos),
+                   accepted_per_pos=_add_vectors(a.accepted_per_pos, b.accepted_per_pos),
+                   drafted_per_pos=drafted,
                    scrape_time=max(a.scrape_time, b.scrape_time),
                    kv_cache_usage=max(a.kv_cache_usage, b.kv_cache_usage),
                    reset=a.reset or b.reset, extra={})

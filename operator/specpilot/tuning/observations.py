@@ -4,6 +4,9 @@ A window's counters are deltas of `specpilot_runtime.vllm_metrics.Snapshot` (the
 detecting counter resets). From one track's deltas the tuner derives:
 
 - tokens per verify step L = 1 + accepted / drafts (precise: it is a ratio of large counters);
+- acceptance at each position: accepted there over the drafts that reached it, which only specpilot's
+  drafted-per-position counter gives; without it, over every draft (exact only when every draft is N
+  long: a batch-size schedule drafting K < N at some batch sizes makes late positions read low);
 - step time t = mean TPOT x L (a request's time per output token is the step time over tokens per step);
 - load B per pod = generation rate x mean TPOT / ready pods (Little's law: each running sequence emits
   1 / TPOT tokens per second), falling back to the `running` gauge when no request finished.
@@ -11,9 +14,13 @@ detecting counter resets). From one track's deltas the tuner derives:
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from specpilot_runtime.vllm_metrics import Snapshot
+from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
+
+# Condition/Event reason for `acceptance_note`'s message.
+DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
 
 
 @dataclass(frozen=True)
@@ -48,17 +55,32 @@ class WindowRecord:
     tokens_per_step: float
     step_s: float | None  # None when no request finished in the window
     load: float  # concurrent sequences per pod
+    # Drafts that reached each position (specpilot's plugin counter); None when the pods do not export it.
+    drafted_per_pos: tuple[float, ...] | None = None
+
+    def drafted_at(self, pos: int) -> float:
+        """The denominator of acceptance at position `pos` (0-based): drafts that reached it, or every
+        draft when the drafted-per-position counter is absent."""
+        if self.drafted_per_pos is None:
+            return self.drafts
+        return self.drafted_per_pos[pos] if pos < len(self.drafted_per_pos) else 0.0
 
     def to_json(self) -> dict:
-        return {"seq": self.seq, "track": self.track, "n": self.n, "drafts": self.drafts,
-                "acc": list(self.accepted_per_pos), "l": self.tokens_per_step, "t": self.step_s,
-                "b": self.load}
+        out = {"seq": self.seq, "track": self.track, "n": self.n, "drafts": self.drafts,
+               "acc": list(self.accepted_per_pos), "l": self.tokens_per_step, "t": self.step_s,
+               "b": self.load}
+        if self.drafted_per_pos is not None:
+            out["dr"] = list(self.drafted_per_pos)
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "WindowRecord":
+        # "dr" is absent from statuses written before the drafted-per-position counter was kept.
+        dr = d.get("dr")
         return cls(seq=int(d["seq"]), track=str(d["track"]), n=int(d["n"]), drafts=float(d["drafts"]),
                    accepted_per_pos=tuple(float(a) for a in d["acc"]), tokens_per_step=float(d["l"]),
-                   step_s=None if d["t"] is None else float(d["t"]), load=float(d["b"]))
+                   step_s=None if d["t"] is None else float(d["t"]), load=float(d["b"]),
+                   drafted_per_pos=None if dr is None else tuple(float(x) for x in dr))
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
@@ -71,6 +93,7 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float) -> WindowRecor
     d = w.delta
     n_pos = min(w.n, len(d.accepted_per_pos))
     acc = tuple(d.accepted_per_pos[:n_pos])
+    drafted = None if d.drafted_per_pos is None or w.n == 0 else tuple(d.drafted_per_pos[:n_pos])
     tokens = 1.0 + d.accepted_tokens / d.drafts if w.n > 0 and d.drafts > 0 else 1.0
     tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
     step = tpot * tokens if tpot is not None else None
@@ -80,4 +103,22 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float) -> WindowRecor
     else:
         load = d.running / pods
     return WindowRecord(seq=seq, track=track, n=w.n, drafts=d.drafts if w.n > 0 else 0.0,
-                        accepted_per_pos=acc, tokens_per_step=tokens, step_s=step, load=max(load, 1.0))
+                        accepted_per_pos=acc, tokens_per_step=tokens, step_s=step, load=max(load, 1.0),
+                        drafted_per_pos=drafted)
+
+
+def acceptance_note(records: Sequence[WindowRecord], scheduled: Collection[str]) -> str | None:
+    """What the status should say when a track serving a batch-size schedule lacks the drafted-per-position
+    counter in its latest window, else None. `scheduled`: the tracks ("stable", "canary") serving one.
+
+    Without the counter, acceptance past a step's K is divided by every draft, so late positions read low
+    and the tuner underrates larger N; the status says so rather than letting the numbers look exact.
+    """
+    latest = {r.track: r for r in records if r.n > 0}  # in window order: each track's last one wins
+    blind = [t for t in ("stable", "canary")
+             if t in scheduled and t in latest and latest[t].drafted_per_pos is None]
+    if not blind:
+        return None
+    return (f"{' and '.join(blind)} pods serve a batch-size schedule but export no {SPEC_DRAFTED_PER_POS} "
+            "(specpilot's vLLM stat-logger plugin is off or unsupported): acceptance at positions past a "
+            "step's K is measured against every draft and reads low")

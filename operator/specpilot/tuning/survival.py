@@ -1,6 +1,10 @@
 """Survival curves S_k = P(first k draft tokens accepted) from per-window counter deltas.
 
-S_k is the ratio sum(accepted_per_pos[k-1]) / sum(drafts) over windows. Drafts of one request are
+S_k is the ratio sum(accepted_per_pos[k-1]) / sum(drafted at position k) over windows, where the drafts
+that reached position k come from specpilot's drafted-per-position counter, or are every draft when the
+pods do not export it (`WindowRecord.drafted_at`): with a batch-size schedule, steps at large batches
+draft K < N tokens and never accept past K, so dividing by every draft would read late positions low.
+Drafts of one request are
 correlated (an easy request is easy at every step), so a binomial error on the pooled counts would be far
 too small. The standard error here is the window batch-means error of a ratio estimator: each window is one
 observation, and the spread between windows carries the within-request correlation.
@@ -22,7 +26,7 @@ MIN_SE = 1e-4
 
 @dataclass(frozen=True)
 class Survival:
-    """S_1..S_K with batch-means standard errors, from windows that ran at N >= k for position k."""
+    """S_1..S_K with batch-means standard errors, from windows that drafted position k for S_k."""
 
     s: tuple[float, ...]
     se: tuple[float, ...]
@@ -70,7 +74,8 @@ def estimate(records: Sequence[WindowRecord], exact_n: int | None = None) -> Sur
     """Pool windows into a survival curve.
 
     Position k uses every window that drafted at least k tokens (prefix transfer). Pass `exact_n` to use
-    only windows that ran at exactly that N, for drafters whose S_k depends on N (parallel blocks).
+    only windows that ran at exactly that N, for drafters whose S_k depends on N (parallel blocks). The
+    curve ends at the first position no window drafted (a schedule that never lets K reach it).
     """
     rows = [r for r in records if r.n > 0 and r.drafts > 0 and (exact_n is None or r.n == exact_n)]
     depth = max((len(r.accepted_per_pos) for r in rows), default=0)
@@ -78,9 +83,11 @@ def estimate(records: Sequence[WindowRecord], exact_n: int | None = None) -> Sur
     se: list[float] = []
     counts: list[int] = []
     for k in range(1, depth + 1):
-        use = [r for r in rows if len(r.accepted_per_pos) >= k]
+        use = [r for r in rows if len(r.accepted_per_pos) >= k and r.drafted_at(k - 1) > 0]
+        if not use:
+            break
         num = [r.accepted_per_pos[k - 1] for r in use]
-        den = [r.drafts for r in use]
+        den = [r.drafted_at(k - 1) for r in use]
         est = sum(num) / sum(den)
         # Survival cannot rise with depth; pooling different window sets per position can make it.
         if s:
