@@ -88,6 +88,9 @@ class OperatorExposition:
                 self.tuner.predicted.labels(*key, str(n)).set(100.0 + 10 * n)
             self.tuner.observed.labels(*key, "stable").set(140.0)
             self.tuner.observed.labels(*key, "canary").set(150.0)
+            # As during a schedule canary: both tracks serve a schedule.
+            self.tuner.schedules(*key, {"stable": [[1, 8, d.n_stable], [9, 4096, 1]],
+                                        "canary": [[1, 32, d.n_canary], [33, 4096, 0]]})
         return generate_latest(m.registry)
 
 

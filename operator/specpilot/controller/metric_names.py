@@ -40,6 +40,9 @@ TUNER_LAST_DECISION_TIMESTAMP = f"{PREFIX}_tuner_last_decision_timestamp_seconds
 TUNER_PREDICTED_GOODPUT = f"{PREFIX}_tuner_predicted_goodput_tokens_per_second"
 # Gauge, labels (namespace, deployment, track): goodput (tokens/s) measured in the latest window.
 TUNER_OBSERVED_GOODPUT = f"{PREFIX}_tuner_observed_goodput_tokens_per_second"
+# Gauge, labels (namespace, deployment, track, batch_sizes): N a track serves in each batch-size range of its
+# schedule (tuning mode schedule), batch_sizes as "lo-hi" ("lo+" for the last range); absent without one.
+TUNER_SCHEDULE = f"{PREFIX}_tuner_schedule_num_speculative_tokens"
 
 LABEL_NAMESPACE = "namespace"
 LABEL_DEPLOYMENT = "deployment"
@@ -49,6 +52,7 @@ LABEL_KIND = "kind"
 LABEL_TRACK = "track"
 LABEL_DECISION = "decision"
 LABEL_NUM_SPECULATIVE_TOKENS = "num_speculative_tokens"
+LABEL_BATCH_SIZES = "batch_sizes"
 
 # Values of the `result` label of RECONCILES.
 RESULT_APPLIED = "applied"      # children created or changed

@@ -180,6 +180,8 @@ class TuningLoop:
         self.metrics.record(self.namespace, self.name, action, now,
                             {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
                             predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
+        self.metrics.schedules(self.namespace, self.name, {"stable": new_state.stable_schedule,
+                                                           "canary": new_state.canary_schedule})
         if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)

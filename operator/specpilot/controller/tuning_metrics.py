@@ -53,6 +53,8 @@ class TunerMetrics:
                                [NS, DEP, m.LABEL_NUM_SPECULATIVE_TOKENS], registry=registry)
         self.observed = Gauge(m.TUNER_OBSERVED_GOODPUT, "Goodput per pod measured in the latest window.",
                               [NS, DEP, m.LABEL_TRACK], registry=registry)
+        self.schedule = Gauge(m.TUNER_SCHEDULE, "N a track serves in each batch-size range of its schedule.",
+                              [NS, DEP, m.LABEL_TRACK, m.LABEL_BATCH_SIZES], registry=registry)
 
     def record(self, ns: str, name: str, action: Action, now: float, observed: dict[str, float | None],
                predicted: dict[int, float]) -> None:
@@ -68,9 +70,17 @@ class TunerMetrics:
             for n, value in predicted.items():
                 self.predicted.labels(ns, name, str(n)).set(value)
 
+    def schedules(self, ns: str, name: str, served: dict[str, list[list[int]] | None]) -> None:
+        """Each track's schedule as it is now (a track without one has no series)."""
+        self.schedule.remove_by_labels({NS: ns, DEP: name})
+        for track, rows in served.items():
+            for i, (lo, hi, k) in enumerate(rows or []):
+                ranges = f"{lo}+" if i == len(rows or []) - 1 else f"{lo}-{hi}"
+                self.schedule.labels(ns, name, track, ranges).set(k)
+
     def forget(self, ns: str, name: str) -> None:
         """Tuning is off or the object is gone: its gauges go (the TunerStalled alert reads `last`)."""
-        for gauge in (self.last, self.observed, self.predicted):
+        for gauge in (self.last, self.observed, self.predicted, self.schedule):
             gauge.remove_by_labels({NS: ns, DEP: name})
 
     def drop(self, ns: str, name: str) -> None:

@@ -105,6 +105,12 @@ def tuner() -> Dashboard:
               (Query(f"time() - max by (namespace, deployment) "
                      f"({op.TUNER_LAST_DECISION_TIMESTAMP}{{{OPERATOR_FILTER}}})", DEPLOYMENT, instant=True),),
               type="bargauge", unit="s", min=0, width=6),
+        Panel("Served batch-size schedule",
+              "With tuning mode schedule: N each track serves per range of running batch sizes "
+              "(vLLM's num_speculative_tokens_per_batch_size). Empty: every batch size runs the track's N.",
+              (Query(f"max by ({BY_TRACK}, {op.LABEL_BATCH_SIZES}) ({op.TUNER_SCHEDULE}{{{TRACK_FILTER}}})",
+                     DEPLOYMENT_TRACK + " batch {{batch_sizes}}", instant=True),),
+              type="bargauge", unit="short", min=0, width=24),
     ))
     goodput = Row("Goodput", (
         Panel("Predicted goodput by N",
