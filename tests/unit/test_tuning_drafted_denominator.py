@@ -57,7 +57,7 @@ def sim_windows(plugin: bool) -> list[WindowRecord]:
         run_batch(engine, metrics, 8)
         cur = vm.parse(metrics.exposition().decode())
         w = TrackWindow(n=N, delta=vm.delta(prev, cur), ready_pods=1, desired_pods=1)
-        out.append(record(seq, "stable", w, engine.clock - start))
+        out.append(record(seq, "stable", w, engine.clock - start, scheduled=True))
         prev = cur
     return out
 
@@ -83,10 +83,13 @@ def test_a_schedule_biases_acceptance_low_unless_the_drafted_counter_divides() -
 
 def test_a_window_keeps_the_drafted_deltas_up_to_n() -> None:
     d = vm.Snapshot(drafts=10, accepted_per_pos=(8, 5, 2), drafted_per_pos=(10, 10, 4), generation_tokens=30)
-    assert record(1, "stable", TrackWindow(n=2, delta=d, ready_pods=1, desired_pods=1), 60).drafted_per_pos \
-        == (10, 10)
+    window = TrackWindow(n=2, delta=d, ready_pods=1, desired_pods=1)
+    assert record(1, "stable", window, 60, scheduled=True).drafted_per_pos == (10, 10)
     off = TrackWindow(n=2, delta=replace(d, drafted_per_pos=None), ready_pods=1, desired_pods=1)
-    assert record(1, "stable", off, 60).drafted_per_pos is None
+    assert record(1, "stable", off, 60, scheduled=True).drafted_per_pos is None
+    # Without a schedule, short drafts are the drafter's own (suffix, n-gram): N buys acceptance over
+    # every draft, so the drafted counter is not the denominator.
+    assert record(1, "stable", window, 60).drafted_per_pos is None
 
 
 def test_status_json_keeps_the_drafted_deltas_and_old_statuses_still_load() -> None:

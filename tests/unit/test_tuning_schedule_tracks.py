@@ -16,6 +16,7 @@ from specpilot.controller.reconcile import TrackPlan, plan_from, plan_tracks
 from specpilot.render import render
 from specpilot.render.names import ENGINE_CONFIG_KEY, TRACK_LABEL
 from specpilot.tuning import TunerState
+from specpilot.tuning.observations import WindowRecord
 
 SD = SpeculativeDeployment.model_validate({
     "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
@@ -84,3 +85,25 @@ def test_a_schedule_vllm_would_refuse_is_named_and_not_rendered(schedule: Any, n
     problem = tuning_resume.problem(tuning, SD)
     assert problem is not None and named in problem, problem
     assert plan_tracks(SD, {"tuning": tuning}) == TrackPlan(None, None)
+
+
+def _window(seq: int, track: str, drafted: tuple[float, ...] | None) -> WindowRecord:
+    return WindowRecord(seq=seq, track=track, n=5, drafts=100.0, accepted_per_pos=(80.0, 60.0, 30.0, 10.0, 5.0),
+                        tokens_per_step=2.85, step_s=0.03, load=8.0, drafted_per_pos=drafted)
+
+
+def test_status_says_when_a_scheduled_track_lacks_the_drafted_counter() -> None:
+    def acceptance(state: TunerState) -> dict[str, Any] | None:
+        patch = ts.status_patch({}, state, 3, ("True", "Analysing", "m"), 1, None)
+        return next((c for c in patch["conditions"] if c["type"] == ts.ACCEPTANCE_MEASURED), None)
+
+    blind = TunerState.new("eagle3", 3)
+    blind.canary_n, blind.canary_schedule = 5, SCHEDULE
+    blind.records = [_window(1, "stable", None), _window(1, "canary", None)]
+    cond = acceptance(blind)
+    assert cond is not None and cond["status"] == "False" and cond["reason"] == "DraftedPerPositionAbsent"
+    assert cond["message"].startswith("canary pods serve a batch-size schedule")
+    seen = blind.copy()
+    seen.records = [_window(1, "canary", (100.0, 100.0, 40.0, 40.0, 40.0))]
+    assert acceptance(seen)["status"] == "True"  # type: ignore[index]
+    assert acceptance(TunerState.new("eagle3", 3)) is None  # no schedule served: nothing to say

@@ -19,6 +19,7 @@ from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
+from specpilot.tuning.observations import DRAFTED_PER_POS_ABSENT, acceptance_note
 from specpilot.tuning.schedule import schedule_text
 
 # status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
@@ -34,6 +35,10 @@ def _camel(kind: str) -> str:
 PHASE_REASONS: dict[Phase, str] = {p: _camel(p) for p in Phase}
 EVENT_REASONS: dict[ActionKind, str] = {k: "Tuning" + _camel(k) for k in ActionKind}
 METRICS_UNAVAILABLE = "MetricsUnavailable"
+# Condition on tracks serving a batch-size schedule: is each position's acceptance divided by the drafts
+# that reached it (specpilot's drafted-per-position counter), or by every draft (reads low past K)?
+ACCEPTANCE_MEASURED = "AcceptanceMeasured"
+DRAFTED_PER_POS = "DraftedPerPosition"
 
 
 def template_n(deployment: dict[str, Any]) -> int | None:
@@ -103,12 +108,26 @@ def status_patch(old_status: dict[str, Any], state: TunerState, spec_n: int, con
                  generation: int | None, stable: TrackWindow | None) -> dict[str, Any]:
     """The merge patch of status after a window: the tuner's state, the Tuning condition, accepted length."""
     conds = st.set_condition(list(old_status.get("conditions") or []), st.TUNING, *condition, generation)
+    conds = _acceptance_condition(conds, state, generation)
     patch: dict[str, Any] = {"tuning": {**state.to_status(), SPEC_N_KEY: spec_n}, "conditions": conds,
                              "servedSchedule": schedule_text(state.stable_schedule) or None}
     length = mean_acceptance_length(stable.delta) if stable is not None else None
     if length is not None:
         patch["acceptedLength"] = round(length, 4)
     return patch
+
+
+def _acceptance_condition(conds: list[dict[str, Any]], state: TunerState,
+                          generation: int | None) -> list[dict[str, Any]]:
+    """AcceptanceMeasured while a track serves a schedule; gone when none does."""
+    scheduled = {t for t, rows in (("stable", state.stable_schedule), ("canary", state.canary_schedule)) if rows}
+    if not scheduled:
+        return [c for c in conds if c.get("type") != ACCEPTANCE_MEASURED]
+    note = acceptance_note(state.records, scheduled)
+    if note:
+        return st.set_condition(conds, ACCEPTANCE_MEASURED, "False", DRAFTED_PER_POS_ABSENT, note, generation)
+    return st.set_condition(conds, ACCEPTANCE_MEASURED, "True", DRAFTED_PER_POS,
+                            "acceptance per position is divided by the drafts that reached it", generation)
 
 
 def condition_patch(old_status: dict[str, Any], reason: str, message: str, generation: int | None) -> dict[str, Any]:

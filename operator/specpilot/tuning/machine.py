@@ -263,11 +263,11 @@ def _record_window(state: TunerState, obs: Observations) -> None:
     state.windows_in_round += 1
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
-        recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s)
+        recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
     analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
     if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:
-        recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s)
+        recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s, state.canary_schedule is not None)
     for r in recs.values():
         state.add_record(r)
     s, c = recs.get("stable"), recs.get("canary")

@@ -88,12 +88,15 @@ def has_traffic(w: TrackWindow | None) -> bool:
     return w is not None and w.ready_pods > 0 and w.delta.generation_tokens > 0
 
 
-def record(seq: int, track: str, w: TrackWindow, window_s: float) -> WindowRecord:
-    """Turn one track's counter deltas into the tuner's per-window numbers."""
+def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: bool = False) -> WindowRecord:
+    """Turn one track's counter deltas into the tuner's per-window numbers. `scheduled`: the track serves
+    a batch-size schedule, so drafts shorter than N come from the schedule and each position's acceptance
+    is divided by the drafts that reached it. Otherwise short drafts are the drafter's own (a suffix or
+    n-gram drafter with nothing to propose): what N buys is acceptance over every draft."""
     d = w.delta
     n_pos = min(w.n, len(d.accepted_per_pos))
     acc = tuple(d.accepted_per_pos[:n_pos])
-    drafted = None if d.drafted_per_pos is None or w.n == 0 else tuple(d.drafted_per_pos[:n_pos])
+    drafted = tuple(d.drafted_per_pos[:n_pos]) if scheduled and d.drafted_per_pos is not None and w.n else None
     tokens = 1.0 + d.accepted_tokens / d.drafts if w.n > 0 and d.drafts > 0 else 1.0
     tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
     step = tpot * tokens if tpot is not None else None
