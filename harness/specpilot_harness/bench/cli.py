@@ -16,7 +16,7 @@ from rich.table import Table
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
 from . import operator_bench, tuned_bench
-from .report import family_rows, markdown, run_all, table_rows
+from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,11 +64,22 @@ def run(args: argparse.Namespace) -> int:
         for i, r in enumerate(fam):
             ftable.add_row(*r, end_section=i == len(fam) - 2)
         out.print(ftable)
+    mixed_header, mixed = mixed_rows(res)
+    if mixed:
+        mtable = Table(title="mixed loads: served configuration against the best single N and the per-load oracle")
+        for h in mixed_header:
+            mtable.add_column(h, justify="left" if h in ("profile", "tuner serves") else "right",
+                              no_wrap=h == "profile")
+        for i, r in enumerate(mixed):
+            mtable.add_row(*r, end_section=i == len(mixed) - 2)
+        out.print(mtable)
     s = res.summary()
     for name, v in s.items():
         out.print(f"{name:>10}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
                   f"{v['mean_canaries']:.2f} canaries, exploration cost {v['mean_exploration_cost_pct']:.2f}%, "
                   f"worst promotion {v['worst_promotion_pct']:+.2f}%", highlight=False)
+    for line in mixed_verdict(res):
+        out.print(line, highlight=False)
     if args.json_out:
         args.json_out.write_text(json.dumps(res.to_json(), indent=1) + "\n")
     if args.markdown:

@@ -19,6 +19,21 @@ never looked at while tuning). The seed picks, at random:
 
 Step times are the tables' shapes; their level does not matter to the oracle. The generator never reads
 the tuner's prior: the measured tables are the machines, the perturbations are what no prior has seen.
+
+Mixed-load profiles (where a batch-size schedule of N pays), from the same pieces:
+
+    cd harness/specpilot_harness/bench/profiles
+    python -m specpilot_harness.bench.generate mixed         > mixed-load.json
+    python -m specpilot_harness.bench.generate mixed-holdout > mixed-load-holdout.json
+
+One profile per seed (`mixed`: 2000..2009, `mixed-holdout`: 3000..3009, never tuned on): even seeds a
+chain drafter (mtp, eagle3, draft_model; N up to 7), odd seeds a parallel one (dflash, dspark; N up to 15),
+a GPU cost family (dense, moe, tp, old-gpu in turn), an acceptance curve as above, and a load mix of 3-5
+levels out of 1, 4, 16, 64, 256 sequences per pod spanning at least 1-4 to 64-256, with random shares of
+the time (at least 10% each). A draw is kept only when the best N falls with load (the lightest level's
+best K above the heaviest's) and the per-load oracle (`report.per_load_oracle_started`: the best schedule
+vLLM can serve, parallel drafters' K under the started N's curve) beats the best single N by at least
+MIXED_MIN_GAIN over the mix; otherwise the seed's generator draws again (the attempt is recorded).
 """
 
 from __future__ import annotations
@@ -34,6 +49,14 @@ from specpilot_runtime.speculative import METHODS, Family
 
 FAMILIES = ("dense", "moe", "tp", "old-gpu", "compute")
 SPLITS = {"dev": range(0, 50), "holdout": range(1000, 1050)}
+MIXED_SPLITS = {"mixed": range(2000, 2010), "mixed-holdout": range(3000, 3010)}
+MIXED_LOADS = (1, 4, 16, 64, 256)
+MIXED_FAMILIES = ("dense", "moe", "tp", "old-gpu")
+CHAIN_METHODS = ("mtp", "eagle3", "draft_model")
+PARALLEL_METHODS = ("dflash", "dspark")
+MIXED_MIN_GAIN = 0.02  # per-load oracle over the best single N, over the load mix
+MIXED_MIN_SHARE = 0.1  # of the time, per load level
+MIXED_ATTEMPTS = 200
 METHOD_CHOICES = ("mtp", "eagle3", "draft_model", "ngram", "dflash", "dspark")
 LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CPU_LOADS = (1, 2, 4, 8, 16)
@@ -150,13 +173,63 @@ def profile(seed: int) -> dict:
     return out
 
 
+def _mixed_loads(rng: np.random.Generator) -> dict[str, float]:
+    """3-5 of MIXED_LOADS spanning light (1 or 4) to heavy (64 or 256), random shares of the time."""
+    light = [int(rng.choice(MIXED_LOADS[:2]))]
+    heavy = [int(rng.choice(MIXED_LOADS[3:]))]
+    rest = [b for b in MIXED_LOADS if b not in light + heavy]
+    extra = [int(b) for b in rng.choice(rest, size=int(rng.integers(1, len(rest) + 1)), replace=False)]
+    levels = sorted(light + heavy + extra)
+    # Every level at least MIXED_MIN_SHARE of the time: a level seen in two windows of a 48-window round is
+    # no part of a load mix that a schedule (or anything else) can be measured on.
+    w = MIXED_MIN_SHARE + (1.0 - MIXED_MIN_SHARE * len(levels)) * rng.dirichlet(np.ones(len(levels)))
+    return {str(b): round(float(x), 2) for b, x in zip(levels, w)}
+
+
+def mixed_profile(seed: int) -> dict:
+    """One mixed-load profile: the best K differs by load and a schedule of it beats any single N."""
+    from specpilot_harness.sim.profile import Profile  # the schema the benchmark reads
+
+    from .report import per_load_oracle_started
+
+    rng = np.random.default_rng(seed)
+    parallel = seed % 2 == 1
+    family = MIXED_FAMILIES[(seed // 2) % len(MIXED_FAMILIES)]
+    for attempt in range(MIXED_ATTEMPTS):
+        method = str(rng.choice(PARALLEL_METHODS if parallel else CHAIN_METHODS))
+        max_n = 15 if parallel else 7
+        s, acc = _survival(rng, max_n)
+        out: dict = {"name": f"mix-{family}-{method}-{seed}", "family": family, "method": method,
+                     "max_n": max_n, "survival": s}
+        if parallel:
+            out["survival_by_n"], extra = _by_n(rng, s, max_n)
+            acc.update(extra)
+        conc = _mixed_loads(rng)
+        steps, cost = _step_times(rng, family, method, max_n, [int(b) for b in conc])
+        out.update(step_time_ms=steps, concurrency=conc, noise=NOISE)
+        p = Profile.model_validate(out)
+        ks, g_load, started = per_load_oracle_started(p)
+        gain = g_load / p.goodput(p.oracle_n()) - 1.0
+        by_load = [ks[b] for b in sorted(ks)]
+        if by_load[0] > by_load[-1] and gain >= MIXED_MIN_GAIN:
+            out["generator"] = {"seed": seed, "attempt": attempt, "acceptance": acc, "cost": cost,
+                                "best_k_by_load": {str(b): k for b, k in ks.items()}, "started_n": started,
+                                "best_single_n": p.oracle_n(), "per_load_gain_pct": round(100 * gain, 2)}
+            return out
+    raise RuntimeError(f"seed {seed}: no mixed-load profile in {MIXED_ATTEMPTS} draws")
+
+
 def build(split: str) -> dict:
+    if split in MIXED_SPLITS:
+        return {"split": split, "seeds": [MIXED_SPLITS[split][0], MIXED_SPLITS[split][-1]],
+                "profiles": [mixed_profile(seed) for seed in MIXED_SPLITS[split]]}
     return {"split": split, "seeds": [SPLITS[split][0], SPLITS[split][-1]],
             "profiles": [profile(seed) for seed in SPLITS[split]]}
 
 
 if __name__ == "__main__":
     split = sys.argv[1] if len(sys.argv) > 1 else "dev"
-    if split not in SPLITS:
-        sys.exit(f"usage: python -m specpilot_harness.bench.generate {{{'|'.join(SPLITS)}}}")
+    if split not in SPLITS and split not in MIXED_SPLITS:
+        names = "|".join([*SPLITS, *MIXED_SPLITS])
+        sys.exit(f"usage: python -m specpilot_harness.bench.generate {{{names}}}")
     print(json.dumps(build(split), indent=1))

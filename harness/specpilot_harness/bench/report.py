@@ -1,4 +1,18 @@
-"""Benchmark results: rows in the documented JSON shape, per-strategy summaries, and the tables."""
+"""Benchmark results: rows in the documented JSON shape, per-strategy summaries, and the tables.
+
+A run is scored on what its stable track serves at the end: N (`chosen_n`, the started N) and, in schedule
+mode, a batch-size schedule (`schedule`, [lo, hi, K] rows; K = `schedule_k(schedule, N, B)` at B sequences
+per pod). Against two oracles from the profile's true goodput:
+- the best single N (`oracle_n`): `regret_pct` (0 when the served configuration is at least as good) and
+  `vs_single_pct` (signed: a schedule may beat it);
+- the per-load oracle: at each load level the best K <= max_n, over the load mix (`oracle_k_by_load`,
+  `oracle_gain_pct`). It is the best configuration a schedule can serve: for a drafter whose curve does
+  not depend on N it is each level's best K on its own; where the curve depends on N (parallel drafters'
+  `survival_by_n`), vLLM drafts the started N and truncates, so the levels' K are chosen together with
+  the started N they run under (`oracle_started_n`). On a mixed-load profile (per-load oracle at least
+  MIN_ORACLE_GAIN above the best single N) `oracle_gain_share` is the share of that gain the served
+  configuration reaches (1 = all of it, 0 = the best single N, negative = below it).
+"""
 
 from __future__ import annotations
 
@@ -6,39 +20,93 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from specpilot_harness.sim.profile import Profile
+from specpilot_runtime.speculative import schedule_k
 
+from .simulate import served_goodput_at
 from .strategies import BASELINES, Run, run_tuner
 
 STRATEGIES: dict[str, Callable[[Profile, int], Run]] = {"tuner": run_tuner, **BASELINES}
 
+# A profile counts as mixed-load (its runs get an oracle_gain_share) when serving the best K per load level
+# beats the best single N by at least this much; below it the share would divide noise by almost nothing.
+MIN_ORACLE_GAIN = 0.005
+# Targets for mixed loads (printed with the report): the mean share of the per-load oracle's gain over the
+# best single N that the served configuration reaches, and the worst run against the best single N.
+TARGET_GAIN_SHARE = 0.95
+TARGET_VS_SINGLE_PCT = -0.5
+
+
+def served_goodput(profile: Profile, n: int, schedule: list[list[int]] | None = None) -> float:
+    """True goodput over the load mix of N (under a batch-size schedule: K by load, as vLLM serves it)."""
+    if not schedule:
+        return profile.goodput(n)
+    return sum(w * served_goodput_at(profile, n, schedule_k(schedule, n, b), b)
+               for b, w in profile.concurrency.items())
+
+
+def per_load_oracle(profile: Profile) -> tuple[dict[int, int], float]:
+    """The best K <= max_n at every load level of the profile, and their goodput over the load mix."""
+    ks, g, _ = per_load_oracle_started(profile)
+    return ks, g
+
+
+def per_load_oracle_started(profile: Profile) -> tuple[dict[int, int], float, int]:
+    """The per-load oracle with the started N it runs under: for every started N the best K <= N per load
+    level (acceptance: the curve at N cut to K), and the started N whose mix goodput is highest (the
+    smallest on a tie). Without N-dependent curves: each level's best K, started at the largest."""
+    best: tuple[dict[int, int], float, int] | None = None
+    for n in range(profile.max_n + 1):
+        ks = {b: max(range(n + 1), key=lambda k, b=b: served_goodput_at(profile, n, k, b))
+              for b in sorted(profile.concurrency)}
+        g = sum(w * served_goodput_at(profile, n, ks[b], b) for b, w in profile.concurrency.items())
+        if best is None or g > best[1] * (1 + 1e-12):  # a larger N that only ties is not better
+            best = (ks, g, n)
+    assert best is not None
+    return best
+
+
+def oracle_gain(profile: Profile) -> float:
+    """Per-load oracle over the best single N, minus 1."""
+    return per_load_oracle(profile)[1] / profile.goodput(profile.oracle_n()) - 1.0
+
 
 def row(profile: Profile, seed: int, run: Run) -> dict[str, Any]:
     oracle = profile.oracle_n()
-    regret = 1.0 - profile.goodput(run.chosen_n) / profile.goodput(oracle)
-    return {"name": profile.name, "seed": seed, "chosen_n": run.chosen_n, "canaries": len(run.tried),
-            "tried": list(run.tried), "oracle_n": oracle, "regret_pct": round(100 * regret, 3),
+    single = profile.goodput(oracle)
+    served = served_goodput(profile, run.chosen_n, run.schedule)
+    ks, g_load, started = per_load_oracle_started(profile)
+    share = (served - single) / (g_load - single) if g_load / single - 1.0 >= MIN_ORACLE_GAIN else None
+    return {"name": profile.name, "seed": seed, "chosen_n": run.chosen_n,
+            "schedule": [list(r) for r in run.schedule] if run.schedule else None,
+            "canaries": len(run.tried), "tried": list(run.tried), "oracle_n": oracle,
+            "regret_pct": round(100 * max(0.0, 1.0 - served / single), 3),
+            "vs_single_pct": round(100 * (served / single - 1.0), 3),
+            "oracle_k_by_load": {str(b): k for b, k in ks.items()}, "oracle_started_n": started,
+            "oracle_gain_pct": round(100 * (g_load / single - 1.0), 3),
+            "oracle_gain_share": None if share is None else round(share, 4),
             "exploration_cost_pct": round(100 * run.exploration_cost, 3), "family": profile.family,
-            "promotions": [{"from": a, "to": b} for a, b in run.promotions],
+            "promotions": [{"from": a, "to": b, "schedule": sb}
+                           for (a, _), (b, sb) in run.promotion_configs()],
             "worst_promotion_pct": round(100 * worst_promotion(profile, run), 3)}
 
 
 def worst_promotion(profile: Profile, run: Run) -> float:
-    """Relative goodput change of the worst promotion in the run (0 when none)."""
-    return min((profile.goodput(b) / profile.goodput(a) - 1.0 for a, b in run.promotions), default=0.0)
+    """Relative goodput change of the worst promotion in the run (0 when none): each served configuration
+    (N and schedule) against the one it replaced."""
+    return min((served_goodput(profile, *after) / served_goodput(profile, *before) - 1.0
+                for before, after in run.promotion_configs()), default=0.0)
 
 
 def schedule_row(profile: Profile, seed: int, run: Run) -> dict[str, Any] | None:
-    """The tuner's schedule proposal, scored on the profile's true goodput against the best single N."""
-    if not run.schedule:
+    """The tuner's last schedule proposal, scored on the profile's true goodput against the best single N."""
+    if not run.proposal:
         return None
-    entries = run.schedule["num_speculative_tokens_per_batch_size"]
+    entries = run.proposal["num_speculative_tokens_per_batch_size"]
 
-    def n_at(load: int) -> int:
-        return next((n for lo, hi, n in entries if lo <= load <= hi), entries[-1][2])
-
-    sched = sum(w * profile.goodput_at(n_at(b), b) for b, w in profile.concurrency.items())
+    started = run.proposal.get("num_speculative_tokens", max(k for _, _, k in entries))
+    sched = served_goodput(profile, started, entries)
     best = profile.goodput(profile.oracle_n())
-    return {"name": profile.name, "seed": seed, "proposal": run.schedule,
+    return {"name": profile.name, "seed": seed, "proposal": run.proposal,
             "true_gain_pct": round(100 * (sched / best - 1.0), 3)}
 
 
@@ -60,9 +128,30 @@ class Results:
                          "worst_promotion_pct": self.worst_promotion_pct[name]}
         return out
 
+    def mixed_summary(self) -> dict[str, Any]:
+        """Mixed-load runs (those with an oracle_gain_share) per strategy, with the targets."""
+        out: dict[str, Any] = {"targets": {"mean_oracle_gain_share": TARGET_GAIN_SHARE,
+                                           "worst_vs_single_pct": TARGET_VS_SINGLE_PCT}}
+        for name, rows in (("tuner", self.results), *self.baselines.items()):
+            m = [r for r in rows if r["oracle_gain_share"] is not None]
+            if not m:
+                continue
+            shares = [r["oracle_gain_share"] for r in m]
+            vs = [r["vs_single_pct"] for r in m]
+            out[name] = {"runs": len(m), "profiles": len({r["name"] for r in m}),
+                         "runs_serving_schedule": sum(r["schedule"] is not None for r in m),
+                         "mean_oracle_gain_share": round(sum(shares) / len(m), 4),
+                         "min_oracle_gain_share": round(min(shares), 4),
+                         "mean_vs_single_pct": round(sum(vs) / len(m), 3),
+                         "worst_vs_single_pct": round(min(vs), 3),
+                         "mean_oracle_gain_pct": round(_mean(m, "oracle_gain_pct"), 3),
+                         # Pooled: the runs' summed gain over the best single N over the oracles' summed gain.
+                         "pooled_oracle_gain_share": round(sum(vs) / sum(r["oracle_gain_pct"] for r in m), 4)}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {"results": self.results, "baselines": self.baselines, "schedule": self.schedule,
-                "summary": self.summary()}
+                "summary": self.summary(), "mixed": self.mixed_summary()}
 
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None]) -> Results:
@@ -78,7 +167,8 @@ def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], N
                 if name == "tuner" and (s := schedule_row(p, seed, run)):
                     sched.append(s)
             t = rows["tuner"][-1]
-            progress(f"[{i}/{len(profiles)}] {p.name} seed {seed}: tuner N={t['chosen_n']} "
+            served = schedule_text(t["chosen_n"], t["schedule"])
+            progress(f"[{i}/{len(profiles)}] {p.name} seed {seed}: tuner N={served} "
                      f"(oracle {t['oracle_n']}, regret {t['regret_pct']:.2f}%, {t['canaries']} canaries)")
     return Results(rows.pop("tuner"), rows, sched, worst)
 
@@ -130,10 +220,67 @@ def family_rows(res: Results) -> tuple[list[str], list[list[str]]]:
     return header, out if fams else []
 
 
+def schedule_text(n: int, schedule: list[list[int]] | None) -> str:
+    """A served configuration in one short cell: "7" or "7 [1-8:7 9-64:4 65+:2]"."""
+    if not schedule:
+        return str(n)
+    parts = [f"{lo}-{hi}:{k}" for lo, hi, k in schedule[:-1]] + [f"{schedule[-1][0]}+:{schedule[-1][2]}"]
+    return f"{n} [{' '.join(parts)}]"
+
+
+def mixed_rows(res: Results) -> tuple[list[str], list[list[str]]]:
+    """Mixed-load profiles: the served configuration against the best single N and the per-load oracle."""
+    header = ["profile", "best single N", "per-load oracle K (load:K)", "oracle gain %", "tuner serves",
+              "runs with schedule", "vs single %", "worst vs single %", "gain share %", "canaries",
+              "sweep vs single %"]
+    mixed = [r for r in res.results if r["oracle_gain_share"] is not None]
+    names = list(dict.fromkeys(r["name"] for r in mixed))
+    out = []
+
+    def cells(t: list[dict[str, Any]], sw: list[dict[str, Any]], label: str, single: str, ks: str,
+              served: str) -> list[str]:
+        return [label, single, ks, f"{_mean(t, 'oracle_gain_pct'):.2f}", served,
+                f"{sum(r['schedule'] is not None for r in t)}/{len(t)}", f"{_mean(t, 'vs_single_pct'):+.2f}",
+                f"{min(r['vs_single_pct'] for r in t):+.2f}", f"{100 * _mean(t, 'oracle_gain_share'):.1f}",
+                f"{_mean(t, 'canaries'):.1f}", f"{_mean(sw, 'vs_single_pct'):+.2f}" if sw else "-"]
+
+    for n in names:
+        t = [r for r in mixed if r["name"] == n]
+        sw = [r for r in res.baselines.get("sweep", []) if r["name"] == n]
+        ks = t[0]["oracle_k_by_load"]
+        served = "; ".join(dict.fromkeys(schedule_text(r["chosen_n"], r["schedule"]) for r in t))
+        out.append(cells(t, sw, n, str(t[0]["oracle_n"]), " ".join(f"{b}:{k}" for b, k in ks.items()), served))
+    if names:
+        sw = [r for r in res.baselines.get("sweep", []) if r["oracle_gain_share"] is not None]
+        out.append(cells(mixed, sw, "mean", "", "", ""))
+    return header, out
+
+
+def mixed_verdict(res: Results) -> list[str]:
+    """One line per target for the tuner's mixed-load runs: measured against the target, met or not."""
+    m = res.mixed_summary().get("tuner")
+    if not m:
+        return []
+    share_ok = m["mean_oracle_gain_share"] >= TARGET_GAIN_SHARE
+    vs_ok = m["worst_vs_single_pct"] >= TARGET_VS_SINGLE_PCT
+    return [f"mixed loads ({m['profiles']} profiles, {m['runs']} runs, {m['runs_serving_schedule']} serving a "
+            f"schedule; per-load oracle {m['mean_oracle_gain_pct']:+.2f}% over the best single N on average):",
+            f"  share of the per-load oracle's gain reached: mean {100 * m['mean_oracle_gain_share']:.1f}%, "
+            f"min {100 * m['min_oracle_gain_share']:.1f}%, pooled {100 * m['pooled_oracle_gain_share']:.1f}% "
+            f"(target: mean >= {100 * TARGET_GAIN_SHARE:.0f}%) "
+            f"{'met' if share_ok else 'NOT met'}",
+            f"  against the best single N: mean {m['mean_vs_single_pct']:+.2f}%, worst run "
+            f"{m['worst_vs_single_pct']:+.2f}% (target: no run below {TARGET_VS_SINGLE_PCT:+.1f}%) "
+            f"{'met' if vs_ok else 'NOT met'}"]
+
+
 def markdown(res: Results) -> str:
     lines = []
-    for header, rows in (table_rows(res), family_rows(res)):
+    for header, rows in (table_rows(res), family_rows(res), mixed_rows(res)):
         if rows:
             lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    verdict = mixed_verdict(res)
+    if verdict:
+        lines += [verdict[0], ""] + [f"- {v.strip()}" for v in verdict[1:]] + [""]
     return "\n".join(lines)

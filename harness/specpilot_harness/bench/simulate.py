@@ -13,6 +13,17 @@ track:
 - TPOT sums and counts follow from finished requests of OUTPUT_TOKENS tokens.
 A canary serves nothing for `restart_s` after it is started. `served` keeps the true (noise-free) goodput
 of both tracks for the exploration cost.
+
+A track may serve a batch-size schedule (vLLM 0.33's `num_speculative_tokens_per_batch_size`, rows
+[lo, hi, K]) under its started N: in a window at load B it drafts K = `schedule_k(schedule, N, B)` tokens.
+Its step time is the profile's t(K, B); its acceptance is the first K positions of the curve at N (vLLM
+drafts N and truncates centrally to K: the same as the curve at K unless the drafter's curve depends on N,
+i.e. a parallel drafter's `survival_by_n`; as the simulated engine does, `sim/engine.py`); its true
+goodput follows from both (`served_goodput_at`). Its counters are what vLLM counts under a schedule:
+`draft_tokens` grows by N per draft while only positions < K can be accepted; specpilot's
+drafted-per-position counter (`drafted_per_pos`) counts the drafts at positions < K and nothing beyond.
+K = 0: no drafts that window. A track without a schedule draws exactly what it drew before schedules
+existed (same random numbers) and reports no `drafted_per_pos`.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specpilot.tuning.observations import Observations, TrackWindow
+from specpilot_runtime.speculative import schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
 from specpilot_harness.sim.profile import Profile
@@ -31,6 +43,28 @@ OUTPUT_TOKENS = 256
 ACCEPTANCE_JITTER = 0.02
 SHARED_NOISE_FRACTION = 0.8
 
+Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
+
+
+def drafted_curve(profile: Profile, n: int, k: int) -> tuple[float, ...]:
+    """S_1..S_K of a track started at N drafting K (<= N): vLLM drafts N and truncates to K centrally, so
+    the first K positions of the curve at N."""
+    return profile.survival_at(n)[:k] if n > 0 else ()
+
+
+def served_goodput_at(profile: Profile, n: int, k: int, load: int) -> float:
+    """True tokens per ms per pod of a track started at N that drafts K at this load."""
+    if k == n:
+        return profile.goodput_at(n, load)
+    return load * (1.0 + sum(drafted_curve(profile, n, k))) / profile.step_time(k, max(1, round(load)))
+
+
+def _track_window(n: int, delta: Snapshot, ready: int, desired: int, schedule: Schedule | None) -> TrackWindow:
+    # The schedule travels with the window once TrackWindow has a field for it (the pods' config).
+    if schedule is not None and "schedule" in getattr(TrackWindow, "__dataclass_fields__", {}):
+        return TrackWindow(n, delta, ready, desired, schedule=schedule)  # type: ignore[call-arg]
+    return TrackWindow(n, delta, ready, desired)
+
 
 @dataclass
 class WindowCost:
@@ -38,6 +72,9 @@ class WindowCost:
 
     stable: float
     canary: float | None  # None when no canary; 0 while it restarts
+    load: int = 0  # sequences per pod in the window
+    stable_k: int = 0  # draft tokens per sequence each track drafted (its N, or the schedule's K at the load)
+    canary_k: int | None = None
 
 
 @dataclass
@@ -50,6 +87,8 @@ class Deployment:
     window_s: float = 300.0
     restart_s: float = 240.0
     canary_n: int | None = None
+    stable_schedule: Schedule | None = None  # the batch-size schedule the track serves under its N, if any
+    canary_schedule: Schedule | None = None
     canary_ready_in: float = 0.0  # seconds of restart left
     now: float = 0.0
     costs: list[WindowCost] = field(default_factory=list)
@@ -58,43 +97,53 @@ class Deployment:
     def canary_share(self) -> float:
         return self.canary_pods / (self.canary_pods + self.stable_pods)
 
-    def start_canary(self, n: int) -> None:
+    def start_canary(self, n: int, schedule: Schedule | None = None) -> None:
         self.canary_n = n
+        self.canary_schedule = _copy(schedule)
         self.canary_ready_in = self.restart_s
 
     def remove_canary(self) -> None:
         self.canary_n = None
+        self.canary_schedule = None
 
-    def promote(self, n: int) -> None:
-        # A rolling update with surge: the stable track keeps serving while it moves to N.
+    def promote(self, n: int, schedule: Schedule | None = None) -> None:
+        # A rolling update with surge: the stable track keeps serving while it moves to N (and schedule).
         self.stable_n = n
+        self.stable_schedule = _copy(schedule)
         self.canary_n = None
+        self.canary_schedule = None
 
     def _track(self, n: int, load: int, serve_s: float, pods: int, jitter: float,
-               shared: float) -> tuple[Snapshot, float]:
+               shared: float, schedule: Schedule | None = None) -> tuple[Snapshot, float, int]:
         p = self.profile
+        k = schedule_k(schedule, n, load) if schedule else n  # tokens drafted per sequence this window
         own = self.rng.standard_normal()
         eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
-        step_ms = p.step_time_ms[load][n] * math.exp(p.noise * eps)
+        step_ms = p.step_time_ms[load][k] * math.exp(p.noise * eps)
         steps = serve_s * 1000.0 / step_ms
         seqs = int(round(steps * load * pods))
         accepted: list[float] = []
-        if n > 0 and seqs > 0:
+        if k > 0 and seqs > 0:
             prev_s, prev_a = 1.0, seqs
-            for s in p.survival_at(n):
+            for s in drafted_curve(p, n, k):
                 cond = min(1.0, (s / prev_s if prev_s > 0 else 0.0) * jitter)
                 a = int(self.rng.binomial(prev_a, cond))
                 accepted.append(float(a))
                 prev_s, prev_a = s, a
-        drafts = float(seqs) if n > 0 else 0.0
+        drafts = float(seqs) if k > 0 else 0.0
         tokens = float(seqs) + sum(accepted)
         per_step = tokens / seqs if seqs else 1.0
         finished = tokens / OUTPUT_TOKENS
+        drafted: tuple[float, ...] | None = None
+        if schedule and n > 0:
+            # vLLM's per-position vectors have N entries; positions K..N-1 were truncated away.
+            accepted += [0.0] * (n - len(accepted))
+            drafted = (drafts,) * k + (0.0,) * (n - k)
         snap = Snapshot(drafts=drafts, draft_tokens=drafts * n, accepted_tokens=sum(accepted),
-                        accepted_per_pos=tuple(accepted), generation_tokens=tokens,
+                        accepted_per_pos=tuple(accepted), drafted_per_pos=drafted, generation_tokens=tokens,
                         tpot_sum=finished * step_ms / 1000.0 / per_step, tpot_count=finished,
                         running=float(load * pods) if serve_s > 0 else 0.0, scrape_time=self.now)
-        return snap, p.goodput_at(n, load)
+        return snap, served_goodput_at(p, n, k, load), k
 
     def window(self) -> Observations:
         """Advance one window and return what the scrapes show."""
@@ -104,22 +153,29 @@ class Deployment:
         jitter = math.exp(ACCEPTANCE_JITTER * self.rng.standard_normal())
         shared = self.rng.standard_normal()
         self.now += self.window_s
-        snap, g_stable = self._track(self.stable_n, load, self.window_s, self.stable_pods, jitter, shared)
-        stable = TrackWindow(self.stable_n, snap, self.stable_pods, self.stable_pods)
+        snap, g_stable, k_stable = self._track(self.stable_n, load, self.window_s, self.stable_pods, jitter,
+                                               shared, self.stable_schedule)
+        stable = _track_window(self.stable_n, snap, self.stable_pods, self.stable_pods, self.stable_schedule)
         canary = None
         g_canary: float | None = None
+        k_canary: int | None = None
         if self.canary_n is not None:
             serve = max(0.0, self.window_s - self.canary_ready_in)
             self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
             ready = self.canary_pods if self.canary_ready_in == 0 else 0
-            snap_c, g = self._track(self.canary_n, load, serve, self.canary_pods, jitter, shared)
-            canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
-                                 ready, self.canary_pods)
+            snap_c, g, k_canary = self._track(self.canary_n, load, serve, self.canary_pods, jitter, shared,
+                                              self.canary_schedule)
+            canary = _track_window(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
+                                   ready, self.canary_pods, self.canary_schedule)
             g_canary = g * serve / self.window_s
-        self.costs.append(WindowCost(g_stable, g_canary))
+        self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
         return Observations(window_s=self.window_s, stable=stable, canary=canary)
 
     def exploration_cost(self) -> float:
         """Goodput lost to canaries (restarts, worse N) as a fraction of what the stable track served."""
         lost = sum(self.canary_share * max(0.0, c.stable - c.canary) for c in self.costs if c.canary is not None)
         return lost / max(sum(c.stable for c in self.costs), 1e-12)
+
+
+def _copy(schedule: Schedule | None) -> Schedule | None:
+    return [list(map(int, row)) for row in schedule] if schedule else None

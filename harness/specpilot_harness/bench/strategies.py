@@ -20,7 +20,7 @@ from specpilot.tuning import ActionKind, TunerState, step
 
 from specpilot_harness.sim.profile import Profile
 
-from .simulate import Deployment
+from .simulate import Deployment, Schedule
 
 # Every strategy gets the tuner's default round budget (spec.tuning.maxCanariesPerRound, maxWindowsPerRound).
 MAX_CANARIES = Tuning().max_canaries_per_round
@@ -30,11 +30,25 @@ BASELINE_WINDOWS = 2  # measured windows per candidate for sweep and hill-climb
 
 @dataclass
 class Run:
-    chosen_n: int
-    tried: list[int] = field(default_factory=list)
+    chosen_n: int  # the stable track's (started) N at the end
+    tried: list[int] = field(default_factory=list)  # canaries' N in order (a schedule canary: its started N)
     exploration_cost: float = 0.0
     promotions: list[tuple[int, int]] = field(default_factory=list)  # (from N, to N)
-    schedule: dict | None = None  # the tuner's schedule-mode proposal at convergence
+    # The batch-size schedule ([lo, hi, K] rows) the stable track serves at the end under chosen_n; None:
+    # chosen_n at every batch size.
+    schedule: list[list[int]] | None = None
+    proposal: dict | None = None  # the tuner's last schedule-mode proposal (state.schedule), if any
+    # Per promotion, the schedule the stable track served after it (None: a plain N).
+    promotion_schedules: list[list[list[int]] | None] = field(default_factory=list)
+
+    def promotion_configs(self) -> list[tuple[tuple[int, Schedule | None], tuple[int, Schedule | None]]]:
+        """Each promotion as ((from N, from schedule), (to N, to schedule)); runs start from a plain N."""
+        scheds = self.promotion_schedules or [None] * len(self.promotions)
+        out, before = [], None
+        for (a, b), after in zip(self.promotions, scheds):
+            out.append(((a, before), (b, after)))
+            before = after
+        return out
 
 
 def bench_tuning(profile: Profile) -> Tuning:
@@ -53,20 +67,27 @@ def run_tuner(profile: Profile, seed: int) -> Run:
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []
+    promoted_schedules: list[list[list[int]] | None] = []
     for _ in range(MAX_WINDOWS):
         obs = dep.window()
         state, action = step(state, tuning, obs, dep.now)
+        # Action.schedule: the batch-size schedule the track serves under action.n (None: plain N).
+        schedule = getattr(action, "schedule", None)
         if action.kind == ActionKind.START_CANARY and action.n is not None:
             if len(tried) >= MAX_CANARIES:
                 break
             tried.append(action.n)
-            dep.start_canary(action.n)
+            dep.start_canary(action.n, schedule)
         elif action.kind == ActionKind.PROMOTE and action.n is not None:
             promotions.append((dep.stable_n, action.n))
-            dep.promote(action.n)
+            promoted_schedules.append(schedule)
+            dep.promote(action.n, schedule)
         elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
             dep.remove_canary()
-    return Run(state.stable_n, tried, dep.exploration_cost(), promotions, state.schedule)
+    # What the deployment serves at the end (the applied actions; the tuner's state.stable_n and
+    # state.stable_schedule say the same when every action was applied).
+    return Run(dep.stable_n, tried, dep.exploration_cost(), promotions, dep.stable_schedule, state.schedule,
+               [None if s is None else [list(r) for r in s] for s in promoted_schedules])
 
 
 def _measure(dep: Deployment, n: int, windows: int) -> float | None:
