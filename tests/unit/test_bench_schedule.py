@@ -246,7 +246,7 @@ def test_run_tuner_applies_the_schedule_of_start_canary_and_promote(monkeypatch:
     monkeypatch.setattr(strategies, "step", scripted_step(seen))
     p = profile(noise=0.1)
     run = strategies.run_tuner(p, 0)
-    assert run.chosen_n == 3 and run.schedule == SCHEDULE and run.tried == [3]
+    assert run.chosen_n == 3 and run.schedule == SCHEDULE and run.tried == [3] and run.schedule_canaries == 1
     assert run.promotions == [(p.default_n, 3)] and run.promotion_schedules == [SCHEDULE]
     ready = [o.canary for o in seen[3:6] if o.canary is not None and o.canary.ready_pods > 0]
     assert ready and all(c.delta.drafted_per_pos is not None for c in ready)
@@ -269,6 +269,7 @@ def test_cli_json_rows_carry_chosen_n_and_schedule(tmp_path: Path, monkeypatch: 
     doc = json.loads(out.read_text())
     (r,) = doc["results"]
     assert r["chosen_n"] == 3 and r["schedule"] == SCHEDULE and r["oracle_gain_share"] == pytest.approx(1.0)
+    assert r["schedule_canaries"] == 1 and r["tried"] == [3]
     assert all(b["schedule"] is None for rows in doc["baselines"].values() for b in rows)
     mixed = doc["mixed"]
     assert mixed["targets"] == {"mean_oracle_gain_share": 0.95, "worst_vs_single_pct": -0.5}
@@ -293,3 +294,23 @@ def test_mixed_load_profiles_are_what_the_generator_builds(split: str, name: str
         assert ks[loads[0]] > ks[loads[-1]]  # the best N falls as load rises
         assert oracle / p.goodput(p.oracle_n()) - 1 >= 0.02
     assert not set(MIXED_SPLITS["mixed"]) & set(MIXED_SPLITS["mixed-holdout"])
+
+
+def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Deployment] = []
+    orig = strategies._deployment
+
+    def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS) -> Deployment:
+        made.append(orig(prof, seed, windows))
+        return made[-1]
+
+    monkeypatch.setattr(strategies, "_deployment", spy)
+    for fn in (*strategies.BASELINES.values(), strategies.run_tuner):
+        fn(profile(noise=0.1), 0, 60)
+    assert [len(d.costs) for d in made] == [60] * 4
+    profiles = tmp_path / "profiles.json"
+    profiles.write_text(json.dumps({"profiles": [HAND]}))
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "tuner", "--profiles", str(profiles), "--seeds", "1", "--windows", "4"])
+    assert args.func(args) == 2

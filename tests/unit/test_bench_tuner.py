@@ -97,7 +97,7 @@ def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.Cap
     assert rc == 0
     doc = json.loads(out.read_text())
     keys = {"name", "seed", "chosen_n", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct",
-            "family", "promotions", "worst_promotion_pct", "schedule", "vs_single_pct", "oracle_k_by_load", "oracle_started_n",
+            "family", "promotions", "worst_promotion_pct", "schedule", "schedule_canaries", "vs_single_pct", "oracle_k_by_load", "oracle_started_n",
             "oracle_gain_pct", "oracle_gain_share"}
     assert len(doc["results"]) == 2 and {r["seed"] for r in doc["results"]} == {0, 1}
     assert set(doc["baselines"]) == {"sweep", "default", "hill-climb"}

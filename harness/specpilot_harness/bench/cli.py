@@ -16,6 +16,7 @@ from rich.table import Table
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
 from . import operator_bench, tuned_bench
+from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
 
@@ -27,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "step() the controller uses) against default, sweep and hill-climb.")
     p.add_argument("--profiles", required=True, type=Path, help="profile file (JSON)")
     p.add_argument("--seeds", type=int, default=5, help="seeds per profile (default 5)")
+    p.add_argument("--windows", type=int, default=MAX_WINDOWS,
+                   help=f"5-minute windows per run (default {MAX_WINDOWS}, one tuning round)")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -47,9 +50,13 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         err.print("[red]error:[/red] --seeds must be at least 1")
         return 2
-    res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True))
+    if args.windows < 8:
+        err.print("[red]error:[/red] --windows must be at least 8")
+        return 2
+    res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows)
     header, rows = table_rows(res)
-    table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds")
+    table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
+                        f"{args.windows} windows")
     for h in header:
         table.add_column(h, justify="left" if h == "profile" else "right")
     for i, r in enumerate(rows):

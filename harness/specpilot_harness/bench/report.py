@@ -23,9 +23,9 @@ from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
 from .simulate import served_goodput_at
-from .strategies import BASELINES, Run, run_tuner
+from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
 
-STRATEGIES: dict[str, Callable[[Profile, int], Run]] = {"tuner": run_tuner, **BASELINES}
+STRATEGIES: dict[str, Callable[[Profile, int, int], Run]] = {"tuner": run_tuner, **BASELINES}
 
 # A profile counts as mixed-load (its runs get an oracle_gain_share) when serving the best K per load level
 # beats the best single N by at least this much; below it the share would divide noise by almost nothing.
@@ -78,7 +78,8 @@ def row(profile: Profile, seed: int, run: Run) -> dict[str, Any]:
     share = (served - single) / (g_load - single) if g_load / single - 1.0 >= MIN_ORACLE_GAIN else None
     return {"name": profile.name, "seed": seed, "chosen_n": run.chosen_n,
             "schedule": [list(r) for r in run.schedule] if run.schedule else None,
-            "canaries": len(run.tried), "tried": list(run.tried), "oracle_n": oracle,
+            "canaries": len(run.tried), "tried": list(run.tried), "schedule_canaries": run.schedule_canaries,
+            "oracle_n": oracle,
             "regret_pct": round(100 * max(0.0, 1.0 - served / single), 3),
             "vs_single_pct": round(100 * (served / single - 1.0), 3),
             "oracle_k_by_load": {str(b): k for b, k in ks.items()}, "oracle_started_n": started,
@@ -154,14 +155,15 @@ class Results:
                 "summary": self.summary(), "mixed": self.mixed_summary()}
 
 
-def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None]) -> Results:
+def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
+            windows: int = MAX_WINDOWS) -> Results:
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     worst = {k: 0.0 for k in STRATEGIES}
     sched: list[dict[str, Any]] = []
     for i, p in enumerate(profiles, 1):
         for seed in range(seeds):
             for name, fn in STRATEGIES.items():
-                run = fn(p, seed)
+                run = fn(p, seed, windows)
                 rows[name].append(row(p, seed, run))
                 worst[name] = min(worst[name], round(100 * worst_promotion(p, run), 3))
                 if name == "tuner" and (s := schedule_row(p, seed, run)):
@@ -232,7 +234,7 @@ def mixed_rows(res: Results) -> tuple[list[str], list[list[str]]]:
     """Mixed-load profiles: the served configuration against the best single N and the per-load oracle."""
     header = ["profile", "best single N", "per-load oracle K (load:K)", "oracle gain %", "tuner serves",
               "runs with schedule", "vs single %", "worst vs single %", "gain share %", "canaries",
-              "sweep vs single %"]
+              "schedule canaries", "sweep vs single %"]
     mixed = [r for r in res.results if r["oracle_gain_share"] is not None]
     names = list(dict.fromkeys(r["name"] for r in mixed))
     out = []
@@ -242,7 +244,8 @@ def mixed_rows(res: Results) -> tuple[list[str], list[list[str]]]:
         return [label, single, ks, f"{_mean(t, 'oracle_gain_pct'):.2f}", served,
                 f"{sum(r['schedule'] is not None for r in t)}/{len(t)}", f"{_mean(t, 'vs_single_pct'):+.2f}",
                 f"{min(r['vs_single_pct'] for r in t):+.2f}", f"{100 * _mean(t, 'oracle_gain_share'):.1f}",
-                f"{_mean(t, 'canaries'):.1f}", f"{_mean(sw, 'vs_single_pct'):+.2f}" if sw else "-"]
+                f"{_mean(t, 'canaries'):.1f}", f"{_mean(t, 'schedule_canaries'):.1f}",
+                f"{_mean(sw, 'vs_single_pct'):+.2f}" if sw else "-"]
 
     for n in names:
         t = [r for r in mixed if r["name"] == n]

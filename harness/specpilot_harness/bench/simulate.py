@@ -86,6 +86,7 @@ class Deployment:
     canary_pods: int = 1
     window_s: float = 300.0
     restart_s: float = 240.0
+    horizon: int = 48  # windows a benchmark run lasts (strategies stop measuring there)
     canary_n: int | None = None
     stable_schedule: Schedule | None = None  # the batch-size schedule the track serves under its N, if any
     canary_schedule: Schedule | None = None

@@ -40,6 +40,7 @@ class Run:
     proposal: dict | None = None  # the tuner's last schedule-mode proposal (state.schedule), if any
     # Per promotion, the schedule the stable track served after it (None: a plain N).
     promotion_schedules: list[list[list[int]] | None] = field(default_factory=list)
+    schedule_canaries: int = 0  # canaries started with a schedule (counted in `tried` too)
 
     def promotion_configs(self) -> list[tuple[tuple[int, Schedule | None], tuple[int, Schedule | None]]]:
         """Each promotion as ((from N, from schedule), (to N, to schedule)); runs start from a plain N."""
@@ -57,26 +58,31 @@ def bench_tuning(profile: Profile) -> Tuning:
                   canary=Canary(analysis_window="5m"), mode="schedule")
 
 
-def _deployment(profile: Profile, seed: int) -> Deployment:
-    return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n)
+def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Deployment:
+    return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows)
 
 
-def run_tuner(profile: Profile, seed: int) -> Run:
-    dep = _deployment(profile, seed)
+def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
+    """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
+    budget is 8 per 48 windows)."""
+    dep = _deployment(profile, seed, windows)
+    max_canaries = MAX_CANARIES * -(-windows // MAX_WINDOWS)
     tuning = bench_tuning(profile)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []
     promoted_schedules: list[list[list[int]] | None] = []
-    for _ in range(MAX_WINDOWS):
+    schedule_canaries = 0
+    for _ in range(windows):
         obs = dep.window()
         state, action = step(state, tuning, obs, dep.now)
         # Action.schedule: the batch-size schedule the track serves under action.n (None: plain N).
         schedule = getattr(action, "schedule", None)
         if action.kind == ActionKind.START_CANARY and action.n is not None:
-            if len(tried) >= MAX_CANARIES:
+            if len(tried) >= max_canaries:
                 break
             tried.append(action.n)
+            schedule_canaries += schedule is not None
             dep.start_canary(action.n, schedule)
         elif action.kind == ActionKind.PROMOTE and action.n is not None:
             promotions.append((dep.stable_n, action.n))
@@ -87,7 +93,7 @@ def run_tuner(profile: Profile, seed: int) -> Run:
     # What the deployment serves at the end (the applied actions; the tuner's state.stable_n and
     # state.stable_schedule say the same when every action was applied).
     return Run(dep.stable_n, tried, dep.exploration_cost(), promotions, dep.stable_schedule, state.schedule,
-               [None if s is None else [list(r) for r in s] for s in promoted_schedules])
+               [None if s is None else [list(r) for r in s] for s in promoted_schedules], schedule_canaries)
 
 
 def _measure(dep: Deployment, n: int, windows: int) -> float | None:
@@ -96,7 +102,7 @@ def _measure(dep: Deployment, n: int, windows: int) -> float | None:
     used = 0
     ratios: list[float] = []
     while len(ratios) < windows:
-        if len(dep.costs) >= MAX_WINDOWS:
+        if len(dep.costs) >= dep.horizon:
             dep.remove_canary()
             return None
         obs = dep.window()
@@ -111,21 +117,21 @@ def _measure(dep: Deployment, n: int, windows: int) -> float | None:
     return float(np.mean(ratios))
 
 
-def run_default(profile: Profile, seed: int) -> Run:
-    dep = _deployment(profile, seed)
-    for _ in range(MAX_WINDOWS):
+def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
+    dep = _deployment(profile, seed, windows)
+    for _ in range(windows):
         dep.window()
     return Run(profile.default_n, [], dep.exploration_cost())
 
 
 def _finish(dep: Deployment) -> None:
-    while len(dep.costs) < MAX_WINDOWS:
+    while len(dep.costs) < dep.horizon:
         dep.window()
 
 
-def run_sweep(profile: Profile, seed: int) -> Run:
+def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
     """Every candidate, in order; the sweep is the article's method, so it is not held to 8 canaries."""
-    dep = _deployment(profile, seed)
+    dep = _deployment(profile, seed, windows)
     best_n, best = profile.default_n, 1.0
     tried: list[int] = []
     for n in range(profile.max_n + 1):
@@ -143,8 +149,8 @@ def run_sweep(profile: Profile, seed: int) -> Run:
     return Run(best_n, tried, dep.exploration_cost(), promotions)
 
 
-def run_hill_climb(profile: Profile, seed: int) -> Run:
-    dep = _deployment(profile, seed)
+def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
+    dep = _deployment(profile, seed, windows)
     n = profile.default_n
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []
