@@ -3,6 +3,10 @@
 Each request picks a task and an endpoint at random, as a Service picks a pod per connection, so
 traffic splits across stable and canary pods by their replica ratio. Timing is measured client-side
 from the stream: TTFT to the first token, TPOT over the rest.
+
+Load that moves: with `phases`, ((C1, S1), (C2, S2), ...), C1 clients send for S1 seconds, then C2 for
+S2, and so on, cycled until the duration ends. A client above the phase's count sends nothing new; its
+request in flight finishes (load falls as requests end, as it does when users leave).
 """
 
 from __future__ import annotations
@@ -20,17 +24,90 @@ from .prompts import Task
 
 
 ERROR_PAUSE_S = 0.1
+IDLE_POLL_S = 0.25  # how often a client above the phase's count looks whether the phase changed
+
+
+class PhaseError(ValueError):
+    """A phases spec that cannot drive load; the message names the flag and the bad part."""
+
+
+@dataclass(frozen=True)
+class LoadPhase:
+    concurrency: int  # clients sending during the phase
+    seconds: float  # how long the phase lasts
+
+
+def parse_phases(text: str, flag: str = "--phases") -> tuple[LoadPhase, ...]:
+    """"C:S,C:S,...": C clients for S seconds each, e.g. "2:30,32:30"; PhaseError names `flag`."""
+    phases = []
+    for part in text.split(","):
+        item = part.strip()
+        c, sep, sec = item.partition(":")
+        if not sep:
+            raise PhaseError(f"{flag} {item!r}: expected CLIENTS:SECONDS, e.g. 2:30,32:30")
+        try:
+            concurrency = int(c)
+        except ValueError:
+            raise PhaseError(f"{flag} {item!r}: clients must be a whole number, got {c.strip()!r}") from None
+        try:
+            seconds = float(sec)
+        except ValueError:
+            raise PhaseError(f"{flag} {item!r}: seconds must be a number, got {sec.strip()!r}") from None
+        if concurrency < 1:
+            raise PhaseError(f"{flag} {item!r}: clients must be at least 1")
+        if not 0 < seconds < float("inf"):
+            raise PhaseError(f"{flag} {item!r}: seconds must be positive")
+        phases.append(LoadPhase(concurrency, seconds))
+    return tuple(phases)
+
+
+def phases_text(phases: tuple[LoadPhase, ...]) -> str:
+    """The spec `parse_phases` reads back: "2:30,32:30"."""
+    return ",".join(f"{p.concurrency}:{p.seconds:g}" for p in phases)
+
+
+def phase_at(phases: tuple[LoadPhase, ...], elapsed: float) -> tuple[int, float]:
+    """(index of the phase running `elapsed` seconds after the start, seconds left in it), cycling."""
+    cycle = sum(p.seconds for p in phases)
+    t = max(0.0, elapsed) % cycle
+    for i, p in enumerate(phases):
+        if t < p.seconds:
+            return i, p.seconds - t
+        t -= p.seconds
+    return len(phases) - 1, 0.0  # float rounding at the cycle's end
 
 
 @dataclass(frozen=True)
 class LoadConfig:
-    concurrency: int
+    concurrency: int  # clients; with phases, ignored in favour of each phase's count
     duration_s: float
     max_tokens: int = 256
     max_requests: int | None = None
     timeout_s: float = 60.0
     model: str | None = None  # default: what each endpoint's /v1/models serves
     seed: int | None = None
+    phases: tuple[LoadPhase, ...] = ()  # cycled (clients, seconds) until duration_s ends
+
+    @property
+    def peak_concurrency(self) -> int:
+        return max(p.concurrency for p in self.phases) if self.phases else self.concurrency
+
+    def concurrency_at(self, elapsed: float) -> int:
+        """Clients that send `elapsed` seconds after the start."""
+        return self.phases[phase_at(self.phases, elapsed)[0]].concurrency if self.phases else self.concurrency
+
+
+class LoadClock:
+    """When the load started (monotonic), for whoever shows which phase is running; set by run_load."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+
+    def phase(self, config: LoadConfig, now: float | None = None) -> tuple[int, float] | None:
+        """(phase index, seconds left in it), or None before the start or without phases."""
+        if self.started is None or not config.phases:
+            return None
+        return phase_at(config.phases, (time.monotonic() if now is None else now) - self.started)
 
 
 @dataclass(frozen=True)
@@ -109,18 +186,33 @@ def _text(choice: dict) -> str:
     return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
 
 
-async def run_load(targets: Targets, tasks: tuple[Task, ...], config: LoadConfig) -> tuple[list[RequestResult], float]:
+async def run_load(targets: Targets, tasks: tuple[Task, ...], config: LoadConfig,
+                   clock: LoadClock | None = None) -> tuple[list[RequestResult], float]:
     """Send load until the duration or request count runs out; returns the results and wall seconds."""
     rng = random.Random(config.seed)
     results: list[RequestResult] = []
     models: dict[str, str] = {}
     start = time.monotonic()
+    if clock is not None:
+        clock.started = start
     budget = _Budget(start + config.duration_s, config.max_requests)
-    limits = httpx.Limits(max_connections=config.concurrency * 2, max_keepalive_connections=config.concurrency)
+    peak = config.peak_concurrency
+    limits = httpx.Limits(max_connections=peak * 2, max_keepalive_connections=peak)
+
+    async def my_turn(i: int) -> bool:
+        """Client i may send now (a client above the phase's count waits for a phase that has it)."""
+        while True:
+            now = time.monotonic()
+            if now >= budget.deadline:
+                return False
+            if i < config.concurrency_at(now - start):
+                return True
+            _, left = phase_at(config.phases, now - start)
+            await asyncio.sleep(min(left, IDLE_POLL_S, budget.deadline - now) + 1e-3)
 
     async with httpx.AsyncClient(timeout=config.timeout_s, limits=limits) as client:
-        async def worker() -> None:
-            while budget.take():
+        async def worker(i: int) -> None:
+            while await my_turn(i) and budget.take():
                 endpoints = targets.current()
                 if not endpoints:
                     results.append(RequestResult("(no ready endpoints)", "-", False, error="no endpoints"))
@@ -140,5 +232,5 @@ async def run_load(targets: Targets, tasks: tuple[Task, ...], config: LoadConfig
                     # A refusing endpoint answers at once; pause so errors do not spin the loop.
                     await asyncio.sleep(ERROR_PAUSE_S)
 
-        await asyncio.gather(*(worker() for _ in range(config.concurrency)))
+        await asyncio.gather(*(worker(i) for i in range(peak)))
     return results, time.monotonic() - start
