@@ -11,11 +11,14 @@ from rich.console import Console
 
 from specpilot.api.models import DURATION_PATTERN
 from specpilot.tuning import Phase
-from specpilot_harness.demo.session import DemoError, DemoOptions, run_demo
+from specpilot_harness.demo.mix import MAX_CLIENTS, is_mixed
+from specpilot_harness.demo.session import DemoError, DemoOptions, load_profile, run_demo
 from specpilot_harness.realvllm.plot import sweep_plot
 from specpilot_harness.realvllm.run import REAL_METHODS, REAL_WINDOW, real_options, report, run_real, write_json
 
 DEFAULT_PROFILE = "qwen35-122b-mtp-math500"
+MIXED_PROFILE = "mixed-eagle3-chat"
+TIME_SCALE, MIXED_TIME_SCALE = 3.0, 1.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,14 +40,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"workload profile the simulated engines serve (default {DEFAULT_PROFILE}: MTP on "
                         "Qwen3.5-122B-A10B, MATH500, where N=3 serves 17%% less than N=7); any name from "
-                        "harness/specpilot_harness/bench/profiles/article.json or the runtime's bundled profiles")
+                        "harness/specpilot_harness/bench/profiles/article.json or the runtime's bundled profiles. "
+                        f"A profile with several load levels ({MIXED_PROFILE}: 2 and 32 sequences per pod) is "
+                        "served under load cycling through its levels, tuned in schedule mode, and plotted per "
+                        "load level")
     p.add_argument("--time-limit", type=float, default=240.0, metavar="SECONDS",
                    help="stop after this long even if the tuner has not converged (default 240)")
     p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 10s with --engine vllm)")
-    p.add_argument("--time-scale", type=float, default=3.0,
-                   help="simulated engines run this many times faster than wall time, so a 2 s window holds "
-                        "6 s of serving (default 3; higher needs more CPU for the streamed tokens)")
-    p.add_argument("--concurrency", type=int, default=8, help="concurrent streamed requests (default 8)")
+    p.add_argument("--time-scale", type=float,
+                   help=f"simulated engines run this many times faster than wall time, so a 2 s window holds "
+                        f"6 s of serving at 3 (default {TIME_SCALE:g}; {MIXED_TIME_SCALE:g} for a profile with "
+                        "several load levels, whose heavy phase streams many more tokens; higher needs more CPU "
+                        "for the streamed tokens)")
+    p.add_argument("--concurrency", type=int, default=8,
+                   help="concurrent streamed requests (default 8), for a profile with one load level")
+    p.add_argument("--max-clients", type=int, default=MAX_CLIENTS,
+                   help=f"for a profile with several load levels: clients in its heaviest phase at most (default "
+                        f"{MAX_CLIENTS}); each phase sends (sequences per pod) x (pods) clients, all scaled down "
+                        "alike when that exceeds this")
     p.add_argument("--out", type=Path,
                    help="where to write the goodput plot (default out/demo-goodput.png; with --engine vllm "
                         "out/demo-vllm.png, and the run's JSON beside it)")
@@ -65,12 +78,20 @@ def _run(args: argparse.Namespace) -> int:
         return _run_real(args)
     args.window = _window(args, "2s")
     args.out = args.out or Path("out/demo-goodput.png")
-    if args.time_scale <= 0 or args.concurrency < 1 or args.time_limit <= 0:
-        raise SystemExit("specpilot demo: --time-scale, --concurrency and --time-limit must be positive")
+    console = Console()
+    try:
+        profile = load_profile(args.profile)
+    except DemoError as exc:
+        console.print(f"[red]specpilot demo: {exc}[/red]")
+        return 1
+    if args.time_scale is None:
+        args.time_scale = MIXED_TIME_SCALE if is_mixed(profile) else TIME_SCALE
+    if args.time_scale <= 0 or args.concurrency < 1 or args.time_limit <= 0 or args.max_clients < 1:
+        raise SystemExit("specpilot demo: --time-scale, --concurrency, --max-clients and --time-limit must be "
+                         "positive")
     opts = DemoOptions(profile=args.profile, time_limit_s=args.time_limit, window=args.window,
                        time_scale=args.time_scale, concurrency=args.concurrency, out=args.out,
-                       workdir=args.workdir)
-    console = Console()
+                       workdir=args.workdir, max_clients=args.max_clients)
     try:
         status = asyncio.run(run_demo(opts, console))
     except DemoError as exc:

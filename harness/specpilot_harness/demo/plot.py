@@ -1,5 +1,6 @@
 """The demo's PNG: goodput against N (profile truth, the tuner's measurements and predictions), with the
-default and the chosen N marked."""
+default and the chosen N marked; for a profile with several load levels, goodput per level (profile truth)
+for the default N, the best single N over the mix and the served schedule, with the totals over the mix."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 from specpilot_harness.sim.profile import Profile  # noqa: E402
 
 from . import readings  # noqa: E402
+from .readings import MixTruth  # noqa: E402
+
+BAR_COLORS = ("tab:red", "tab:gray", "tab:green")
 
 
 def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path: Path) -> Path:
@@ -42,3 +46,48 @@ def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def schedule_plot(truth: MixTruth, profile: Profile, path: Path) -> Path:
+    """Grouped bars: goodput per pod at each load level of the profile for the default N, the best single N
+    and what the stable track serves (K per level under its schedule), totals over the mix in the legend."""
+    series = (truth.default, truth.single, truth.served)
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    xs = range(len(truth.levels))
+    for i, (s, color) in enumerate(zip(series, BAR_COLORS)):
+        extra = "" if s is truth.default else f", {truth.gain(s, truth.default):+.1%}"
+        label = f"{s.label}: {s.total:.0f} tokens/s over the mix{extra}"
+        heights = [s.by_level[b] for b in truth.levels]
+        bars = ax.bar([x + (i - 1) * width for x in xs], heights, width, color=color, label=label)
+        for bar, b in zip(bars, truth.levels):
+            text = f"K={s.k_by_level[b]}"
+            if s is truth.served:  # the level's own gain: small next to a heavy level's bars
+                text += f"\n{s.by_level[b] / truth.single.by_level[b] - 1:+.1%}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{b} sequences per pod\n{truth.weights[b]:.0%} of the time (best K {truth.best_k[b]})"
+                        for b in truth.levels], fontsize=8)
+    ax.set_ylabel("goodput per pod, tokens/s (profile truth)")
+    ax.set_title(f"{profile.name} ({profile.method}): served {truth.gain(truth.served, truth.single):+.1%} over "
+                 f"the best single N", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_ylim(0, 1.25 * max(max(s.by_level.values()) for s in series))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def demo_plot(status: dict[str, Any], profile: Profile, default_n: int, path: Path, mixed: bool) -> Path | None:
+    """The demo's PNG for its profile: per load level for a mixed one, else goodput against N (which needs
+    the tuner's window records); None when there is nothing to plot."""
+    tuning = status.get("tuning") or {}
+    if mixed:
+        truth = readings.mix_truth(profile, default_n, int(tuning.get("stableN", default_n)),
+                                   tuning.get("stableSchedule"))
+        return schedule_plot(truth, profile, path)
+    return goodput_plot(tuning, profile, default_n, path) if tuning.get("records") else None

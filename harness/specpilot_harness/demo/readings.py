@@ -6,17 +6,25 @@ fewer sequences while a canary takes its share, so windows are compared at one l
 per sequence-second of a window (tokens per step / step time, from the tuner's window records) times that
 load; predicted = the newest plan's expected gain over the N it was made at, applied to that N's
 measurement; profile = the profile's survival curve and step-time table at that load (the truth).
+
+A track serving a batch-size schedule steps at several K, so its windows are no point of goodput against N
+and `observed` leaves them out. For a profile with several load levels, `mix_truth` gives the profile's
+goodput per level for the default N, the best single N over the mix and what the stable track serves (its N,
+or K = schedule_k(rows, N, level) per level under a schedule), and their totals over the mix.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
 from specpilot_harness.sim.profile import Profile
+from specpilot_runtime.speculative import schedule_k
 
 from specpilot.controller.tuning_metrics import latest_plan
+from specpilot.tuning.schedule import schedule_text
 
 DEFAULT_LOAD = 4.0
 
@@ -32,8 +40,12 @@ def reference_load(tuning: dict[str, Any]) -> float:
 
 
 def survival(record: dict[str, Any]) -> list[float]:
-    """S_1..S_N of one window: accepted at position k over drafts."""
-    return [a / record["drafts"] for a in record["acc"]] if record["drafts"] > 0 else []
+    """S_1..S_N of one window: accepted at position k over drafts (over the drafts that reached position k
+    when the window has that counter, "dr": a track serving a schedule drafts fewer than N at some loads)."""
+    if record["drafts"] <= 0:
+        return []
+    reached = record.get("dr") or [record["drafts"]] * len(record["acc"])
+    return [a / d if d > 0 else 0.0 for a, d in zip(record["acc"], reached)]
 
 
 def latest(tuning: dict[str, Any], track: str) -> dict[str, Any] | None:
@@ -46,7 +58,7 @@ def observed(tuning: dict[str, Any]) -> dict[int, float]:
     load = reference_load(tuning)
     by_n: dict[int, list[float]] = defaultdict(list)
     for r in records(tuning):
-        if r["t"]:
+        if r["t"] and "dr" not in r:  # "dr": a track serving a schedule, no single N
             by_n[r["n"]].append(r["l"] / r["t"])
     return {n: load * mean(v) for n, v in sorted(by_n.items())}
 
@@ -68,3 +80,50 @@ def truth(profile: Profile, load: float) -> dict[int, float]:
 
 def best(values: dict[int, float]) -> int:
     return max(values, key=values.__getitem__)
+
+
+def served_goodput(profile: Profile, n: int, rows: list[list[int]] | None, load: int) -> float:
+    """The profile's goodput per pod (tokens/s, engine clock) at `load` sequences of a track started at N
+    serving `rows` (None: N at every batch size): K = schedule_k drafted from the curve at N, t(K, load)."""
+    k = schedule_k(rows, n, load) if rows else n
+    return 1000 * load * (1 + sum(profile.survival_at(n)[:k])) / profile.step_time(k, load)
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str  # "default N=3", "best single N=3", "served 1-5:6 6+:2 (N=6)"
+    n: int
+    rows: list[list[int]] | None
+    by_level: dict[int, float]  # goodput per pod at each load level
+    k_by_level: dict[int, int]  # tokens drafted per sequence at each level
+    total: float  # over the load mix (the profile's weights)
+
+
+@dataclass(frozen=True)
+class MixTruth:
+    levels: tuple[int, ...]
+    weights: dict[int, float]
+    default: Series
+    single: Series
+    served: Series
+    best_k: dict[int, int]  # the best K at each level alone
+
+    def gain(self, series: Series, over: Series) -> float:
+        return series.total / over.total - 1
+
+
+def mix_truth(profile: Profile, default_n: int, served_n: int, rows: list[list[int]] | None) -> MixTruth:
+    """Profile truth per load level (see the module docstring)."""
+    levels = tuple(sorted(b for b, w in profile.concurrency.items() if w > 0))
+    weights = {b: profile.concurrency[b] for b in levels}
+
+    def series(label: str, n: int, r: list[list[int]] | None) -> Series:
+        by_level = {b: served_goodput(profile, n, r, b) for b in levels}
+        ks = {b: schedule_k(r, n, b) if r else n for b in levels}
+        return Series(label, n, r, by_level, ks, sum(weights[b] * by_level[b] for b in levels))
+
+    single = profile.oracle_n()
+    served = f"served {schedule_text(rows)} (N={served_n})" if rows else f"served N={served_n}"
+    best_k = {b: max(range(profile.max_n + 1), key=lambda k: profile.goodput_at(k, b)) for b in levels}
+    return MixTruth(levels, weights, series(f"default N={default_n}", default_n, None),
+                    series(f"best single N={single}", single, None), series(served, served_n, rows), best_k)

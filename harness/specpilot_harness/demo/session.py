@@ -25,12 +25,14 @@ from specpilot_runtime.speculative import METHODS, max_n
 from specpilot.controller.kube import Kube, load_api_client, sd_path
 from specpilot_harness.load.command import drive
 from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
-from specpilot_harness.load.runner import LoadConfig
+from specpilot_harness.load.runner import LoadClock, LoadConfig, phases_text
 from specpilot.render.names import service_name
 from specpilot.tuning import Phase
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profiles
+from specpilot.api.models import duration_seconds
 
-from .plot import goodput_plot
+from .mix import MAX_CLIENTS, MIXED_REPLICAS, MixPlan, is_mixed, mix_plan
+from .plot import demo_plot
 from .view import dashboard, summary
 from specpilot_harness.ports import free_port
 
@@ -46,9 +48,10 @@ class DemoOptions:
     time_limit_s: float
     window: str
     time_scale: float
-    concurrency: int
+    concurrency: int  # clients for a single-load profile
     out: Path
     workdir: Path
+    max_clients: int = MAX_CLIENTS  # a mixed profile's heaviest phase at most
 
 
 class DemoError(RuntimeError):
@@ -63,20 +66,45 @@ def load_profile(name: str) -> Profile:
 
 
 def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
-    """The SpeculativeDeployment: the method's usual default N, tuning on, every N the profile serves."""
+    """The SpeculativeDeployment: the method's usual default N, tuning on, every N the profile serves. For a
+    profile with several load levels: schedule mode, and MIXED_REPLICAS pods of which a canary replaces one
+    while it runs, so each pod serves the same share of the load throughout (demo/mix.py)."""
     rule = METHODS[profile.method]
     speculative: dict[str, Any] = {"method": profile.method, "numSpeculativeTokens": rule.default_n}
     if rule.draft_model == "required":
         speculative["draftModel"] = f"example/{profile.method}-draft"  # simulated: never downloaded
     top = min(profile.max_n, max_n(profile.method, None))
+    canary: dict[str, Any] = {"analysisWindow": opts.window, "progressDeadline": "30s"}
+    tuning: dict[str, Any] = {"enabled": True, "candidates": list(range(top + 1)), "cooldown": "10m",
+                              "canary": canary}
+    replicas = 1
+    if is_mixed(profile):
+        tuning["mode"] = "schedule"
+        canary.update(mode="replace", replicas=1)
+        replicas = MIXED_REPLICAS
     return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
             "metadata": {"name": NAME, "namespace": NAMESPACE,
                          "annotations": {SIM_PROFILE_ANNOTATION: profile.name,
                                          SIM_TIME_SCALE_ANNOTATION: repr(opts.time_scale)}},
-            "spec": {"model": f"example/{profile.name}", "servedModelName": NAME, "replicas": 1,
-                     "speculative": speculative,
-                     "tuning": {"enabled": True, "candidates": list(range(top + 1)), "cooldown": "10m",
-                                "canary": {"analysisWindow": opts.window, "progressDeadline": "30s"}}}}
+            "spec": {"model": f"example/{profile.name}", "servedModelName": NAME, "replicas": replicas,
+                     "speculative": speculative, "tuning": tuning}}
+
+
+def load_config(profile: Profile, opts: DemoOptions) -> tuple[LoadConfig, MixPlan | None]:
+    """What the demo's load generator sends: `concurrency` clients, or a mixed profile's levels in phases."""
+    if not is_mixed(profile):
+        return LoadConfig(concurrency=opts.concurrency, duration_s=opts.time_limit_s, timeout_s=30.0), None
+    plan = mix_plan(profile, duration_seconds(opts.window), max_clients=opts.max_clients)
+    return LoadConfig(concurrency=max(p.concurrency for p in plan.phases), duration_s=opts.time_limit_s,
+                      timeout_s=30.0, phases=plan.phases), plan
+
+
+def load_text(config: LoadConfig, plan: MixPlan | None) -> str:
+    """The load in one line for the summary."""
+    if plan is None:
+        return f"{config.concurrency} clients"
+    return (f"phases {phases_text(config.phases)} (clients:seconds, cycled) over {plan.pods} pods: "
+            + ", ".join(f"{plan.per_pod(i):g}" for i in range(len(plan.phases))) + " sequences per pod")
 
 
 @contextlib.asynccontextmanager
@@ -118,6 +146,9 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
     """Run the demo; returns the SpeculativeDeployment's final status."""
     profile = load_profile(opts.profile)
     default_n = METHODS[profile.method].default_n
+    config, plan = load_config(profile, opts)
+    mixed = plan is not None
+    clock = LoadClock()
     started = time.monotonic()
     console.print(f"Starting the sandbox (API server, simulated engines, operator); log in {opts.workdir}/sandbox.log")
     async with sandbox(opts.workdir) as kubeconfig:
@@ -131,13 +162,14 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
             with Live(console=console, refresh_per_second=2, transient=False) as live:
                 while (elapsed := time.monotonic() - started) < opts.time_limit_s:
                     if load is None and await _serving(targets):
-                        load = asyncio.create_task(drive(targets, LoadConfig(
-                            concurrency=opts.concurrency, duration_s=opts.time_limit_s, timeout_s=30.0)))
+                        load = asyncio.create_task(drive(targets, config, clock=clock))
                     if load is not None and load.done():
                         raise DemoError(f"the load stopped: {load.exception() or 'duration over'}")
                     obj = await asyncio.to_thread(kube.get, path)
                     status = (obj or {}).get("status") or {}
-                    live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s))
+                    now = clock.phase(config)
+                    line = plan.label(*now) if plan is not None and now is not None else None
+                    live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s, line, mixed))
                     if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED:
                         break
                     await asyncio.sleep(POLL_S)
@@ -146,8 +178,8 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                 load.cancel()
                 await asyncio.gather(load, return_exceptions=True)
             targets.close()
-        tuning = status.get("tuning") or {}
-        plot = goodput_plot(tuning, profile, default_n, opts.out) if tuning.get("records") else None
+        plot = demo_plot(status, profile, default_n, opts.out, mixed)
         console.print()
-        console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None))
+        console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None,
+                              mixed, load_text(config, plan) if mixed else None))
         return status

@@ -10,6 +10,8 @@ from rich.text import Text
 
 from specpilot_harness.sim.profile import Profile
 
+from specpilot.tuning.schedule import schedule_text
+
 from . import readings
 
 DECISIONS_SHOWN = 8
@@ -59,26 +61,68 @@ def _decisions_table(tuning: dict[str, Any]) -> Table:
     for name in ("window", "action", "N", "why"):
         table.add_column(name)
     for entry in (tuning.get("history") or [])[-DECISIONS_SHOWN:]:
-        table.add_row(str(entry.get("seq")), str(entry.get("action")), str(entry.get("n")),
-                      str(entry.get("reason", ""))[:90])
+        n = str(entry.get("n"))
+        if entry.get("schedule"):
+            n += f" [{schedule_text(entry['schedule'])}]"
+        table.add_row(str(entry.get("seq")), str(entry.get("action")), n, str(entry.get("reason", ""))[:90])
     return table
 
 
-def dashboard(status: dict[str, Any], profile: Profile, default_n: int, elapsed: float, limit: float) -> Group:
+def _levels_table(status: dict[str, Any], profile: Profile, default_n: int) -> Table:
+    """Per load level of the profile: its truth for the default N, the best single N, the stable track (its
+    schedule's K there) and the canary."""
+    tuning = status.get("tuning") or {}
+    stable = readings.mix_truth(profile, default_n, int(tuning.get("stableN", default_n)),
+                                tuning.get("stableSchedule"))
+    columns = [stable.default, stable.single, stable.served]
+    names = [f"default N={default_n}", f"best single N={stable.single.n}", "stable"]
+    if tuning.get("canaryN") is not None:
+        canary = readings.mix_truth(profile, default_n, int(tuning["canaryN"]), tuning.get("canarySchedule"))
+        columns.append(canary.served)
+        names.append("canary")
+    table = Table(title="Goodput per pod per load level, tokens/s (profile truth; K drafted there)",
+                  title_justify="left")
+    for name in ("sequences per pod", "share", "best K", *names):
+        table.add_column(name, justify="right")
+    for b in stable.levels:
+        table.add_row(str(b), f"{stable.weights[b]:.0%}", str(stable.best_k[b]),
+                      *[f"{s.by_level[b]:.0f} (K={s.k_by_level[b]})" for s in columns])
+    table.add_row("mix", "", "", *[f"{s.total:.0f} ({s.total / stable.single.total - 1:+.1%})" for s in columns],
+                  style="bold")
+    return table
+
+
+def _schedules(status: dict[str, Any]) -> str:
+    tuning = status.get("tuning") or {}
+    stable = status.get("servedSchedule") or "-"
+    canary = schedule_text(tuning.get("canarySchedule")) or "-"
+    return f"schedule: stable {stable}, canary {canary}\n"
+
+
+def dashboard(status: dict[str, Any], profile: Profile, default_n: int, elapsed: float, limit: float,
+              load: str | None = None, mixed: bool = False) -> Group:
+    """The live view; `load`: what the load generator does now (a mixed profile's phase), `mixed`: show the
+    schedules and goodput per load level."""
     tuning = status.get("tuning") or {}
     cond = _condition(status, "Tuning")
     head = Text.assemble(
         ("specpilot demo ", "bold"), f"{profile.name} ({profile.method}), default N={default_n}   ",
         f"{elapsed:.0f}s / {limit:.0f}s\n",
+        (f"load: {load}\n" if load else ""),
         f"phase {tuning.get('phase', '-')}, round {tuning.get('round', '-')}, windows {tuning.get('seq', 0)}, "
         f"stable N={status.get('numSpeculativeTokens')}, canary N={status.get('canaryNumSpeculativeTokens')}, "
         f"accepted length {status.get('acceptedLength') or '-'}\n",
+        (_schedules(status) if mixed else ""),
         (f"Tuning: {cond.get('reason', '')}: {cond.get('message', '')}", "dim"))
-    return Group(head, _survival_table(tuning, profile.max_n), _goodput_table(tuning, profile),
-                 _decisions_table(tuning))
+    parts: list[Any] = [head, _survival_table(tuning, profile.max_n)]
+    if mixed:
+        parts.append(_levels_table(status, profile, default_n))
+    parts += [_goodput_table(tuning, profile), _decisions_table(tuning)]
+    return Group(*parts)
 
 
-def summary(status: dict[str, Any], profile: Profile, default_n: int, wall_s: float, plot: str | None) -> Table:
+def summary(status: dict[str, Any], profile: Profile, default_n: int, wall_s: float, plot: str | None,
+            mixed: bool = False, load: str | None = None) -> Table:
     tuning = status.get("tuning") or {}
     truth = readings.truth(profile, readings.reference_load(tuning))
     chosen, oracle = int(tuning.get("stableN", default_n)), readings.best(truth)
@@ -87,11 +131,29 @@ def summary(status: dict[str, Any], profile: Profile, default_n: int, wall_s: fl
     table.add_column(style="bold")
     table.add_column()
     table.add_row("profile", f"{profile.name} ({profile.method})")
-    table.add_row("N", f"{default_n} -> {chosen} (the profile's best: {oracle})")
-    table.add_row("goodput", f"{truth[chosen] / truth[default_n] - 1:+.1%} over the default N; "
-                             f"{truth[chosen] / truth[oracle]:.1%} of the best")
-    table.add_row("canaries", ", ".join(f"N={n}" for n in tuning.get("tried") or []) or "none")
-    table.add_row("decisions", ", ".join(f"{h['action']} N={h['n']}" for h in history) or "none")
+    if mixed:
+        mix = readings.mix_truth(profile, default_n, chosen, tuning.get("stableSchedule"))
+        served = status.get("servedSchedule")
+        table.add_row("N", f"{default_n} -> {chosen} (the best single N over the load mix: {mix.single.n})")
+        table.add_row("schedule", (f"served {served} (started N={chosen})" if served else "none served")
+                      + "; the profile's best K per level: "
+                      + ", ".join(f"{k} at {b}" for b, k in mix.best_k.items()))
+        levels = ", ".join(f"{w:.0%} at {b}" for b, w in mix.weights.items())
+        table.add_row("goodput", f"{mix.gain(mix.served, mix.default):+.1%} over the default N, "
+                                 f"{mix.gain(mix.served, mix.single):+.1%} over the best single N, over the "
+                                 f"profile's load mix ({levels} sequences per pod; profile truth)")
+    else:
+        table.add_row("N", f"{default_n} -> {chosen} (the profile's best: {oracle})")
+        table.add_row("goodput", f"{truth[chosen] / truth[default_n] - 1:+.1%} over the default N; "
+                                 f"{truth[chosen] / truth[oracle]:.1%} of the best")
+    if load:
+        table.add_row("load", load)
+    starts = [h for h in history if h.get("action") == "start_canary"]
+    canaries = [f"N={h['n']}" + (f" [{schedule_text(h['schedule'])}]" if h.get("schedule") else "") for h in starts]
+    table.add_row("canaries", ", ".join(canaries or [f"N={n}" for n in tuning.get("tried") or []]) or "none")
+    table.add_row("decisions", ", ".join(
+        f"{h['action']} N={h['n']}" + (f" [{schedule_text(h['schedule'])}]" if h.get("schedule") else "")
+        for h in history) or "none")
     table.add_row("windows", f"{tuning.get('seq', 0)} ({wall_s:.0f}s wall)")
     table.add_row("phase", str(tuning.get("phase", "-")))
     if plot:
