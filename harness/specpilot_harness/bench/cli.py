@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=5, help="seeds per profile (default 5)")
     p.add_argument("--windows", type=int, default=MAX_WINDOWS,
                    help=f"5-minute windows per run (default {MAX_WINDOWS}, one tuning round)")
+    p.add_argument("--mode", choices=("single", "schedule"), default="single",
+                   help="the tuner's spec.tuning.mode (default single; schedule: it may canary and serve a "
+                        "batch-size schedule, for mixed-load profiles)")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -53,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if args.windows < 8:
         err.print("[red]error:[/red] --windows must be at least 8")
         return 2
-    res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows)
+    res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
+                  args.mode)
     header, rows = table_rows(res)
     table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
                         f"{args.windows} windows")

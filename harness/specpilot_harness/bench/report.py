@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from specpilot.api.models import TuningMode
 from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
@@ -156,14 +157,16 @@ class Results:
 
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
-            windows: int = MAX_WINDOWS) -> Results:
+            windows: int = MAX_WINDOWS, mode: TuningMode = "single") -> Results:
+    """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
+    schedule)."""
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     worst = {k: 0.0 for k in STRATEGIES}
     sched: list[dict[str, Any]] = []
     for i, p in enumerate(profiles, 1):
         for seed in range(seeds):
             for name, fn in STRATEGIES.items():
-                run = fn(p, seed, windows)
+                run = run_tuner(p, seed, windows, mode) if name == "tuner" else fn(p, seed, windows)
                 rows[name].append(row(p, seed, run))
                 worst[name] = min(worst[name], round(100 * worst_promotion(p, run), 3))
                 if name == "tuner" and (s := schedule_row(p, seed, run)):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specpilot.api.models import Canary, Tuning
+from specpilot.api.models import Canary, Tuning, TuningMode
 from specpilot.tuning import ActionKind, TunerState, step
 
 from specpilot_harness.sim.profile import Profile
@@ -52,22 +52,22 @@ class Run:
         return out
 
 
-def bench_tuning(profile: Profile) -> Tuning:
-    """The spec a user would write for this profile: defaults, candidates 0..max_n."""
+def bench_tuning(profile: Profile, mode: TuningMode = "single") -> Tuning:
+    """The spec a user would write for this profile: defaults, candidates 0..max_n, tuning `mode`."""
     return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)),
-                  canary=Canary(analysis_window="5m"), mode="schedule")
+                  canary=Canary(analysis_window="5m"), mode=mode)
 
 
 def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Deployment:
     return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows)
 
 
-def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
+def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single") -> Run:
     """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
     budget is 8 per 48 windows)."""
     dep = _deployment(profile, seed, windows)
     max_canaries = MAX_CANARIES * -(-windows // MAX_WINDOWS)
-    tuning = bench_tuning(profile)
+    tuning = bench_tuning(profile, mode)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []

@@ -121,6 +121,10 @@ class Accelerator(_Model, engine_config.Accelerator):
                     f"{NON_ROOT_UID}), no privilege escalation, all capabilities dropped, seccomp RuntimeDefault.")
 
 
+# single: one N; schedule: the tuner also learns, canaries and serves an N per batch-size range.
+TuningMode = Literal["single", "schedule"]
+
+
 class ScheduleEntry(_Model):
     """One row of vLLM's num_speculative_tokens_per_batch_size."""
 
@@ -254,7 +258,7 @@ class Tuning(_Model):
                                     description="Smallest relative gain that justifies a promotion.")
     confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Confidence the gain is real before promoting.")
     cooldown: str = Field("1h", pattern=DURATION_PATTERN, description="Wait between tuning rounds.")
-    mode: Literal["single", "schedule"] = Field(
+    mode: TuningMode = Field(
         "single", description="single: one N; schedule: also propose an N per batch-size range.")
     max_canaries_per_round: int = Field(
         8, ge=1, le=64, description="Canaries a tuning round may start; a round that spends them without "

@@ -123,6 +123,12 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return _converge(state, tuning, now, p.tie_reason or f"no candidate worth a canary (best N={p.best_n})",
                          numbers=p.to_json())
     n = p.next_canary
+    if state.canaries_in_round >= 1:
+        # A schedule expected to beat the best single N by half a margin goes first: with the loads' optima
+        # apart, single N between them are measured as no better than the stable, round after round.
+        scheduled = _schedule_canary(state, tuning, now, beat=max(p.gain.values()) + tuning.promotion_margin / 2)
+        if scheduled is not None:
+            return scheduled
     state.canary_n = n
     state.canaries_in_round += 1
     state.tried.append(n)
@@ -131,10 +137,10 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     return _decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
 
 
-def _schedule_canary(state: TunerState, tuning: Tuning, now: float) -> Action | None:
-    """Schedule mode, once per round, when no single N is worth a canary: canary the batch-size schedule
-    the measurements propose (started N + schedule) when it is expected to beat the stable track by the
-    margin; the paired judge then decides on what the canary measures, as for any N."""
+def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
+    """Schedule mode, once per round: canary the batch-size schedule the measurements propose (started N +
+    schedule) when it is expected to beat the stable track by the margin, and by `beat` (a single N's
+    expected gain); the paired judge then decides on what the canary measures, as for any N."""
     if tuning.mode != "schedule" or state.schedule_tried \
             or state.canaries_in_round >= tuning.max_canaries_per_round:
         return None
@@ -142,7 +148,7 @@ def _schedule_canary(state: TunerState, tuning: Tuning, now: float) -> Action | 
                        tuning.objective, state.stable_n, state.stable_schedule)
     gain = proposal.stable_gain
     if len(proposal.entries) < 2 or proposal.num_speculative_tokens < 1 or gain is None \
-            or gain < tuning.promotion_margin or proposal.rows == state.stable_schedule:
+            or gain < max(tuning.promotion_margin, beat) or proposal.rows == state.stable_schedule:
         return None
     state.schedule_tried = True
     state.canary_n = proposal.num_speculative_tokens

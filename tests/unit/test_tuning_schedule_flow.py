@@ -1,0 +1,67 @@
+"""Schedule mode end to end on a simulated deployment (the benchmark's): when the loads' best N are far
+apart, the tuner canaries a batch-size schedule, the paired judge promotes it on measured goodput, and the
+stable track then serves it; in single mode it never does."""
+
+from __future__ import annotations
+
+from specpilot.api.models import TuningMode
+from specpilot.tuning import ActionKind, TunerState, step
+from specpilot_runtime.speculative import schedule_k
+
+from specpilot_harness.bench.strategies import _deployment, bench_tuning
+from specpilot_harness.sim.profile import Profile
+
+WINDOWS = 48
+SEEDS = range(4)
+# A chain drafter over two loads: at 2 sequences a drafted token costs 2% of a step, so N=6 is best; at
+# 32 it costs 60% (verification is compute-bound), so N=2 is. Single N: 6; per load: 10% more goodput.
+PROFILE = Profile(name="two-loads", method="eagle3", max_n=6, survival=[0.85 ** (k + 1) for k in range(6)],
+                  step_time_ms={2: [10.0 * (1 + 0.02 * n) for n in range(7)],
+                                32: [20.0 * (1 + 0.6 * n) for n in range(7)]},
+                  concurrency={2: 0.7, 32: 0.3}, noise=0.1, default_n=3)
+
+
+def _goodput(n: int, schedule: list[list[int]] | None) -> float:
+    """True goodput over the load mix of a track at N serving `schedule`."""
+    return sum(w * PROFILE.goodput_at(schedule_k(schedule, n, int(b)), b) for b, w in PROFILE.concurrency.items())
+
+
+def _run(seed: int, mode: TuningMode) -> tuple[TunerState, list[tuple[float, float]]]:
+    """The tuner's final state, and (goodput before, after) of every promotion."""
+    dep = _deployment(PROFILE, seed)
+    tuning = bench_tuning(PROFILE, mode)
+    state = TunerState.new(PROFILE.method, PROFILE.default_n, now=dep.now)
+    promotions = []
+    for _ in range(WINDOWS):
+        state, action = step(state, tuning, dep.window(), dep.now)
+        if action.kind == ActionKind.START_CANARY:
+            dep.start_canary(action.n, action.schedule)
+        elif action.kind == ActionKind.PROMOTE:
+            before = _goodput(dep.stable_n, dep.stable_schedule)
+            dep.promote(action.n, action.schedule)
+            promotions.append((before, _goodput(dep.stable_n, dep.stable_schedule)))
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            dep.remove_canary()
+    return state, promotions
+
+
+def test_a_schedule_is_canaried_promoted_on_measurement_and_served() -> None:
+    best_single = max(_goodput(n, None) for n in range(PROFILE.max_n + 1))
+    served = 0
+    for seed in SEEDS:
+        state, promotions = _run(seed, "schedule")
+        # No promotion, of a schedule or an N, loses goodput against what it replaced.
+        assert all(after >= before * 0.995 for before, after in promotions), (seed, promotions)
+        starts = [h for h in state.history if h["action"] == ActionKind.START_CANARY and h.get("schedule")]
+        assert len(starts) <= 1 or len({h["round"] for h in starts}) == len(starts)  # one per round
+        if state.stable_schedule is not None:
+            served += 1
+            assert state.stable_n == max(k for _, _, k in state.stable_schedule)
+            assert _goodput(state.stable_n, state.stable_schedule) > best_single * 1.02
+    assert served >= len(SEEDS) // 2, served
+
+
+def test_single_mode_never_serves_a_schedule() -> None:
+    for seed in SEEDS[:2]:
+        state, _ = _run(seed, "single")
+        assert state.stable_schedule is None and not any(h.get("schedule") for h in state.history)
