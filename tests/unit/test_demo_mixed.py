@@ -10,7 +10,7 @@ from rich.console import Console
 
 from specpilot.api.models import SpeculativeDeployment
 from specpilot_harness.demo import readings
-from specpilot_harness.demo.mix import is_mixed, mix_plan
+from specpilot_harness.demo.mix import is_mixed, mix_plan, spread_goodput
 from specpilot_harness.demo.plot import demo_plot
 from specpilot_harness.demo.session import DemoOptions, load_config, load_profile, load_text, manifest
 from specpilot_harness.demo.view import dashboard, summary
@@ -38,6 +38,10 @@ def test_the_bundled_mixed_profile_wants_a_schedule() -> None:
     # The schedule beats the best single N well beyond the tuner's 2% promotion margin, at both levels.
     assert truth.gain(truth.served, truth.single) > 0.045
     assert all(truth.served.by_level[b] > truth.single.by_level[b] for b in truth.levels)
+    assert truth.oracle.k_by_level == truth.best_k and truth.oracle.total == pytest.approx(truth.served.total)
+    # A schedule that misses the light level's K serves less than the best single N there.
+    worse = readings.mix_truth(profile, default_n, 6, [[1, 1, 6], [2, 2, 3], [3, 24, 4], [25, 4096, 1]])
+    assert worse.served.k_by_level == {2: 3, 32: 1} and worse.gain(worse.served, worse.single) < 0
 
 
 def test_mixed_load_cycles_the_profile_levels_on_two_pods() -> None:
@@ -109,8 +113,12 @@ def test_views_show_the_schedule_and_the_load_phase() -> None:
     assert "load: phase 2/2: 64 clients (32 per pod)" in live
     assert "schedule: stable 1-7:6 8-22:3 23+:2, canary 1-7:6 8-22:3 23+:2" in live
     assert "per load level" in live and "start_canary" in live and "6 [1-7:6 8-22:3 23+:2]" in live
-    console.print(summary(status(), profile, 3, 200.0, "out/g.png", mixed=True, load="phases 4:28,64:12"))
+    assert "would serve 1336 (+5.3%)" in " ".join(live.split())
+    assert "Goodput per pod at" not in live  # no curve against N from windows at different loads
+    console.print(summary(status(), profile, 3, 200.0, "out/g.png", mixed=True, load="phases 4:28,64:12",
+                          plan=mix_plan(profile, 3.0)))
     text = " ".join(console.export_text().split())
+    assert "as served here" in text and "Binomial(clients, 1/2)" in text
     assert "served 1-7:6 8-22:3 23+:2 (started N=6)" in text
     assert "+5.3% over the best single N" in text and "6 at 2, 2 at 32" in text
 
@@ -118,4 +126,17 @@ def test_views_show_the_schedule_and_the_load_phase() -> None:
 def test_survival_reads_a_scheduled_window_by_the_drafts_that_reached_each_position() -> None:
     record = status()["tuning"]["records"][1]
     assert readings.survival(record) == pytest.approx([0.8, 0.64, 0.51, 0.4, 0.32, 0.26])
+    short = {**record, "acc": [80.0, 64.0, 0.0], "dr": [100, 100, 0]}  # K=2 under N=3: none reached 3
+    assert readings.survival(short) == [0.8, 0.64, None]
     assert 6 not in readings.observed(status()["tuning"])  # a schedule's windows are no point of G(N)
+
+
+def test_spread_goodput_averages_the_batch_sizes_a_random_split_gives() -> None:
+    profile = load_profile(MIXED)
+    plan = mix_plan(profile, 2.0)
+    # A schedule drafting 3 at every batch size under N=6 serves what N=3 serves (a chain drafter).
+    assert spread_goodput(profile, plan, 6, [[1, 4096, 3]]) == pytest.approx(spread_goodput(profile, plan, 3, None))
+    # One client on one pod: the pod always holds that one sequence.
+    one = mix_plan(profile, 2.0, pods=1, max_clients=1)
+    assert [p.concurrency for p in one.phases] == [1, 1]
+    assert spread_goodput(profile, one, 3, None) == pytest.approx(readings.served_goodput(profile, 3, None, 1))

@@ -12,10 +12,13 @@ cycle in which the rarest level gets PHASE_WINDOWS analysis windows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from specpilot_harness.load.runner import LoadPhase
 from specpilot_harness.sim.profile import Profile
+
+from .readings import served_goodput
 
 MAX_CLIENTS = 64
 PHASE_WINDOWS = 4
@@ -63,3 +66,17 @@ def mix_plan(profile: Profile, window_s: float, pods: int = MIXED_REPLICAS, max_
     cycle = phase_windows * window_s / min(weights)
     phases = tuple(LoadPhase(max(1, round(b * pods * scale)), round(w * cycle, 1)) for b, w in zip(levels, weights))
     return MixPlan(levels, phases, pods, scale)
+
+
+def spread_goodput(profile: Profile, plan: MixPlan, n: int, rows: list[list[int]] | None) -> float:
+    """Goodput per pod over the mix (tokens/s, profile truth) as the demo's load spreads over the pods: each
+    request goes to a random pod, so a phase of C clients puts B ~ Binomial(C, 1/pods) sequences on a pod
+    (about; a faster pod holds fewer), each batch size drafting its own K under a schedule. The profile's
+    levels are exact batch sizes; this is what the demo's pods see instead."""
+    total = 0.0
+    for i, b in enumerate(plan.levels):
+        c, p = plan.phases[i].concurrency, 1.0 / plan.pods
+        level = sum(math.comb(c, k) * p ** k * (1 - p) ** (c - k) * served_goodput(profile, n, rows, k)
+                    for k in range(1, c + 1))
+        total += profile.concurrency[b] * level
+    return total

@@ -18,7 +18,7 @@ from specpilot_harness.sim.profile import Profile  # noqa: E402
 from . import readings  # noqa: E402
 from .readings import MixTruth  # noqa: E402
 
-BAR_COLORS = ("tab:red", "tab:gray", "tab:green")
+BAR_COLORS = ("tab:red", "tab:gray", "tab:green", "white")
 
 
 def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path: Path) -> Path:
@@ -50,8 +50,9 @@ def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path:
 
 def schedule_plot(truth: MixTruth, profile: Profile, path: Path) -> Path:
     """Grouped bars: goodput per pod at each load level of the profile for the default N, the best single N
-    and what the stable track serves (K per level under its schedule), totals over the mix in the legend."""
-    series = (truth.default, truth.single, truth.served)
+    and what the stable track serves (K per level under its schedule), and, hollow, the best K at each level
+    (the most a schedule can serve); totals over the mix in the legend."""
+    series = (truth.default, truth.single, truth.served, truth.oracle)
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     xs = range(len(truth.levels))
@@ -59,10 +60,12 @@ def schedule_plot(truth: MixTruth, profile: Profile, path: Path) -> Path:
         extra = "" if s is truth.default else f", {truth.gain(s, truth.default):+.1%}"
         label = f"{s.label}: {s.total:.0f} tokens/s over the mix{extra}"
         heights = [s.by_level[b] for b in truth.levels]
-        bars = ax.bar([x + (i - 1) * width for x in xs], heights, width, color=color, label=label)
+        hollow = s is truth.oracle
+        bars = ax.bar([x + (i - (len(series) - 1) / 2) * width for x in xs], heights, width, color=color,
+                      label=label, edgecolor="tab:green" if hollow else None, hatch="//" if hollow else None)
         for bar, b in zip(bars, truth.levels):
             text = f"K={s.k_by_level[b]}"
-            if s is truth.served:  # the level's own gain: small next to a heavy level's bars
+            if s is truth.served or s is truth.oracle:  # the level's own gain: small next to a heavy level's
                 text += f"\n{s.by_level[b] / truth.single.by_level[b] - 1:+.1%}"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
@@ -71,10 +74,11 @@ def schedule_plot(truth: MixTruth, profile: Profile, path: Path) -> Path:
                         for b in truth.levels], fontsize=8)
     ax.set_ylabel("goodput per pod, tokens/s (profile truth)")
     ax.set_title(f"{profile.name} ({profile.method}): served {truth.gain(truth.served, truth.single):+.1%} over "
-                 f"the best single N", fontsize=10)
+                 f"the best single N (the best K per level: {truth.gain(truth.oracle, truth.single):+.1%})",
+                 fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    ax.set_ylim(0, 1.25 * max(max(s.by_level.values()) for s in series))
+    ax.set_ylim(0, 1.5 * max(max(s.by_level.values()) for s in series))  # room for the legend
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

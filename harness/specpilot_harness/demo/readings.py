@@ -39,13 +39,14 @@ def reference_load(tuning: dict[str, Any]) -> float:
     return mean(loads) if loads else DEFAULT_LOAD
 
 
-def survival(record: dict[str, Any]) -> list[float]:
+def survival(record: dict[str, Any]) -> list[float | None]:
     """S_1..S_N of one window: accepted at position k over drafts (over the drafts that reached position k
-    when the window has that counter, "dr": a track serving a schedule drafts fewer than N at some loads)."""
+    when the window has that counter, "dr": a track serving a schedule drafts fewer than N at some loads;
+    None where none did)."""
     if record["drafts"] <= 0:
         return []
     reached = record.get("dr") or [record["drafts"]] * len(record["acc"])
-    return [a / d if d > 0 else 0.0 for a, d in zip(record["acc"], reached)]
+    return [a / d if d > 0 else None for a, d in zip(record["acc"], reached)]
 
 
 def latest(tuning: dict[str, Any], track: str) -> dict[str, Any] | None:
@@ -107,6 +108,7 @@ class MixTruth:
     single: Series
     served: Series
     best_k: dict[int, int]  # the best K at each level alone
+    oracle: Series  # the best K at every level: the most a schedule can serve here
 
     def gain(self, series: Series, over: Series) -> float:
         return series.total / over.total - 1
@@ -125,5 +127,9 @@ def mix_truth(profile: Profile, default_n: int, served_n: int, rows: list[list[i
     single = profile.oracle_n()
     served = f"served {schedule_text(rows)} (N={served_n})" if rows else f"served N={served_n}"
     best_k = {b: max(range(profile.max_n + 1), key=lambda k: profile.goodput_at(k, b)) for b in levels}
+    by_level = {b: 1000 * profile.goodput_at(k, b) for b, k in best_k.items()}
+    oracle = Series("best K per level: " + ", ".join(f"{k} at {b}" for b, k in best_k.items()),
+                    max(best_k.values()), None, by_level, best_k, sum(weights[b] * by_level[b] for b in levels))
     return MixTruth(levels, weights, series(f"default N={default_n}", default_n, None),
-                    series(f"best single N={single}", single, None), series(served, served_n, rows), best_k)
+                    series(f"best single N={single}", single, None), series(served, served_n, rows), best_k,
+                    oracle)

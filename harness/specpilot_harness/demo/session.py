@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import signal
 import sys
@@ -40,6 +41,9 @@ NAME, NAMESPACE = "demo", "default"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 POLL_S = 1.0
+# Short windows under load that moves: the single-N search and the schedule canary need more of them than the
+# default round budget (48) before the judge has seen every load level often enough.
+MIXED_WINDOWS_PER_ROUND = 150
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
                               "canary": canary}
     replicas = 1
     if is_mixed(profile):
-        tuning["mode"] = "schedule"
+        tuning.update(mode="schedule", maxWindowsPerRound=MIXED_WINDOWS_PER_ROUND)
         canary.update(mode="replace", replicas=1)
         replicas = MIXED_REPLICAS
     return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
@@ -178,8 +182,9 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                 load.cancel()
                 await asyncio.gather(load, return_exceptions=True)
             targets.close()
+        (opts.workdir / "status.json").write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
         plot = demo_plot(status, profile, default_n, opts.out, mixed)
         console.print()
         console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None,
-                              mixed, load_text(config, plan) if mixed else None))
+                              mixed, load_text(config, plan) if mixed else None, plan))
         return status
