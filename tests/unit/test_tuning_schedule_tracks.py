@@ -17,7 +17,6 @@ from specpilot.render import render
 from specpilot.render.names import ENGINE_CONFIG_KEY, TRACK_LABEL
 from specpilot.tuning import TunerState
 from specpilot.tuning.observations import WindowRecord
-from specpilot.tuning.transfer import Draws, sample_lengths, sample_truncated_lengths
 
 SD = SpeculativeDeployment.model_validate({
     "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
@@ -108,25 +107,3 @@ def test_status_says_when_a_scheduled_track_lacks_the_drafted_counter() -> None:
     seen.records = [_window(1, "canary", (100.0, 100.0, 40.0, 40.0, 40.0))]
     assert acceptance(seen)["status"] == "True"  # type: ignore[index]
     assert acceptance(TunerState.new("eagle3", 3)) is None  # no schedule served: nothing to say
-
-
-def _measured(n: int, rate: float, windows: int = 6) -> list[WindowRecord]:
-    """Windows of a track at N whose position k is accepted with probability rate**k."""
-    drafts = 10_000.0
-    acc = tuple(drafts * rate ** (k + 1) for k in range(n))
-    return [WindowRecord(seq=i, track="stable", n=n, drafts=drafts, accepted_per_pos=acc,
-                         tokens_per_step=1 + sum(acc) / drafts, step_s=0.02, load=4.0) for i in range(windows)]
-
-
-def test_a_parallel_drafter_under_a_schedule_keeps_its_started_blocks_curve() -> None:
-    # DFlash measured at 4 (its 4-block accepts poorly) and at 8 (its 8-block's first positions accept well).
-    records = _measured(4, 0.5) + _measured(8, 0.9)
-    draws = Draws.make(256)
-    own_block = sample_lengths("dflash", records, [4], draws).mean()
-    under_eight = sample_truncated_lengths("dflash", records, 8, [4], draws).mean()
-    assert own_block == pytest.approx(1 + sum(0.5 ** k for k in range(1, 5)), rel=0.05)
-    assert under_eight == pytest.approx(1 + sum(0.9 ** k for k in range(1, 5)), rel=0.05)
-    # A chain drafter's first K tokens are its K-token draft, whatever N it started at.
-    chain = _measured(8, 0.9)
-    assert sample_truncated_lengths("eagle3", chain, 8, [4], draws).mean() == pytest.approx(
-        sample_lengths("eagle3", chain, [4], draws).mean())

@@ -121,49 +121,27 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
                 elif n > 0:
                     out[:, j] = cum[:, n - 1]
         return out
-    for j, n in enumerate(candidates):
-        if n > 0:
-            curve, factor = _parallel_curve(records, n, d)
-            out[:, j] = 1.0 + curve.sum(axis=1) * factor
-    return out
-
-
-def _parallel_curve(records: Sequence[WindowRecord], n: int, d: Draws) -> tuple[np.ndarray, np.ndarray]:
-    """A parallel drafter started at N: (M, N) samples of its survival curve, and (M,) the factor its
-    accepted tokens carry for a curve borrowed from another N."""
     observed = sorted({r.n for r in records if r.n > 0 and r.drafts > 0})
-    if n in observed:
-        return _curve_samples(estimate(records, exact_n=n), n, d), np.ones(d.level.shape[0])
-    if not observed:
-        return _curve_samples(Survival((), (), ()), n, d), np.ones(d.level.shape[0])
-    # Borrow from the nearest larger observed N (its prefix measures every position), else the
-    # nearest smaller one (extrapolated past its depth).
-    larger = [o for o in observed if o > n]
-    smaller = [o for o in observed if o < n]
-    src = min(larger) if larger else max(observed)
-    spread = BORROW_SD * np.sqrt(abs(n - src) / src)
-    if larger and smaller:
-        # Between two measured N the curve is as uncertain as they disagree with each other.
-        spread = max(spread, measured_disagreement(records, max(smaller), src))
-    return _curve_samples(estimate(records, exact_n=src), n, d), np.exp(spread * d.borrow)
-
-
-def sample_truncated_lengths(method: str, records: Sequence[WindowRecord], started_n: int, ks: Sequence[int],
-                             d: Draws) -> np.ndarray:
-    """(M, len(ks)) samples of E[L] for a track started at N that drafts only K <= N tokens a step (a
-    batch-size schedule: vLLM drafts N and keeps the first K). A chain drafter's first K tokens are its
-    K-token draft; a parallel drafter's are the first K positions of its N-block, whose acceptance is
-    N's curve, not the K-block's."""
-    if prefix_transfers(method):
-        return sample_lengths(method, records, ks, d)
-    out = np.ones((d.level.shape[0], len(ks)))
-    if started_n <= 0:
-        return out
-    curve, factor = _parallel_curve(records, started_n, d)
-    cum = np.cumsum(curve, axis=1)
-    for j, k in enumerate(ks):
-        if 0 < k <= started_n:
-            out[:, j] = 1.0 + cum[:, k - 1] * factor
+    for j, n in enumerate(candidates):
+        if n == 0:
+            continue
+        if n in observed:
+            out[:, j] = 1.0 + _curve_samples(estimate(records, exact_n=n), n, d).sum(axis=1)
+            continue
+        if not observed:
+            out[:, j] = 1.0 + _curve_samples(Survival((), (), ()), n, d).sum(axis=1)
+            continue
+        # Borrow from the nearest larger observed N (its prefix measures every position), else the
+        # nearest smaller one (extrapolated past its depth).
+        larger = [o for o in observed if o > n]
+        smaller = [o for o in observed if o < n]
+        src = min(larger) if larger else max(observed)
+        curve = _curve_samples(estimate(records, exact_n=src), n, d)
+        spread = BORROW_SD * np.sqrt(abs(n - src) / src)
+        if larger and smaller:
+            # Between two measured N the curve is as uncertain as they disagree with each other.
+            spread = max(spread, measured_disagreement(records, max(smaller), src))
+        out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(spread * d.borrow)
     return out
 
 
