@@ -170,9 +170,6 @@ def test_api_server_restart_mid_canary(faulty: Cluster) -> None:
     clear_faults(faulty)
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, open: in 1 of 3 clean-clone runs the tuning loop of the "
-                   "mixed row stops deciding while its canary starts (no rollback at progressDeadline); "
-                   "suspected: windows whose canary pod cannot be scraped never reach step()")
 def test_mixed(faulty: Cluster) -> None:
     add_faults(faulty, {"kind": "error", "status": 409, "methods": ["WRITE"], "rate": 0.1},
                {"kind": "error", "status": 429, "rate": 0.1, "retry_after_s": 1},
