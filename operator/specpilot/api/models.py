@@ -259,7 +259,8 @@ class Tuning(_Model):
     confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Confidence the gain is real before promoting.")
     cooldown: str = Field("1h", pattern=DURATION_PATTERN, description="Wait between tuning rounds.")
     mode: TuningMode = Field(
-        "single", description="single: one N; schedule: also propose an N per batch-size range.")
+        "single", description="single: one N; schedule: the tuner also learns, canaries and serves an N per "
+                  "batch-size range (vLLM's num_speculative_tokens_per_batch_size).")
     max_canaries_per_round: int = Field(
         8, ge=1, le=64, description="Canaries a tuning round may start; a round that spends them without "
                                     "converging stops at the best N so far.")
