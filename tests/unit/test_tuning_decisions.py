@@ -10,9 +10,10 @@ from specpilot.tuning import costs
 from specpilot.tuning.judge import health_problem, judge
 from specpilot.tuning.observations import TrackWindow, WindowRecord, record
 from specpilot.tuning.planner import plan
+from specpilot.tuning import schedule
 from specpilot.tuning.schedule import propose
 from specpilot.tuning.step_model import StepModel
-from specpilot_runtime.speculative import Family
+from specpilot_runtime.speculative import Family, SpeculativeConfig
 from specpilot_runtime.vllm_metrics import Snapshot
 
 # A chain drafter whose conditional acceptance rises with depth (0.8, 0.8, 0.85, 0.85, 0.9, ...).
@@ -208,6 +209,27 @@ def test_schedule_lowers_n_as_batch_size_rises() -> None:
     assert ns == [per_level[4.0], per_level[256.0]]
     assert s.gain > 0.0
     assert np.isfinite(s.gain)
+
+
+def test_schedule_rows_from_close_noisy_levels_are_ones_vllm_accepts() -> None:
+    # Loads as measured (Little's law per window) give close levels, 1.0, 1.1, 1.2, ..., some with no whole
+    # batch size of their own; with the levels' N differing, rows once came out as [2, 1, 6] (lo > hi).
+    levels = np.array([1.0, 1.1, 1.2, 1.6, 2.0, 2.3, 31.0, 33.0, 250.0])
+    rows = [list(e) for e in schedule._entries(levels, [6, 6, 5, 5, 4, 4, 3, 2, 1])]
+    config = SpeculativeConfig(method="mtp", num_speculative_tokens=6,
+                               num_speculative_tokens_per_batch_size=[tuple(r) for r in rows])
+    assert config.problems() == [], rows
+    assert all(lo <= hi for lo, hi, _ in rows) and rows[0][0] == 1 and rows[-1][1] == schedule.MAX_BATCH_SIZE
+
+
+def test_schedule_n_never_rises_with_load() -> None:
+    # Per level (rows, rising load) the value of N = 0..3: noise makes level 1 prefer 1 over its neighbours' 3.
+    value = np.array([[0.0, 1.0, 2.0, 5.0],
+                      [0.0, 3.1, 2.0, 3.0],
+                      [0.0, 1.0, 2.0, 4.0],
+                      [2.0, 1.0, 0.5, 0.0]])
+    assert [int(value[i].argmax()) for i in range(4)] == [3, 1, 3, 0]  # what a per-level choice gave
+    assert schedule._falling(value) == [3, 3, 3, 0]  # the best sequence that never rises: 5 + 3 + 4 + 2
 
 
 def test_latency_objective_weighs_loads_alike() -> None:

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from specpilot_runtime.speculative import schedule_k
 
 from .goodput import per_load_goodput
@@ -55,29 +57,62 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
     levels, weights, g = per_load_goodput(model, cands, lengths, loads)
     if objective != "throughput":
         g = g / levels[:, None]  # per-request speed: every load counts alike
-    best_per_level = [cands[int(row.argmax())] for row in g]
+    best_per_level = [cands[j] for j in _falling(weights[:, None] * g)]
+    entries = _entries(levels, best_per_level)
+    started = max(best_per_level)
     totals = weights @ g
     j_single = int(totals.argmax())
-    sched_total = float(sum(w * g[i, cands.index(n)] for i, (w, n) in enumerate(zip(weights, best_per_level))))
-    bounds = [1]
-    for lo, hi in zip(levels[:-1], levels[1:]):
-        bounds.append(int(math.floor(math.sqrt(lo * hi))) + 1)
+
+    def total(n: int, rows: Sequence[Sequence[int]] | None) -> float | None:
+        """Goodput over the mix of a track at N serving `rows`, at the K each level's batch size gets."""
+        served = [schedule_k(rows, n, int(round(level))) for level in levels]
+        if not all(k in cands for k in served):
+            return None
+        return float(sum(w * g[i, cands.index(k)] for i, (w, k) in enumerate(zip(weights, served))))
+
+    sched_total = total(started, entries) or float(totals[j_single])
+    stable_total = total(stable_n, stable_schedule) if stable_n is not None else None
+    stable_gain = sched_total / stable_total - 1.0 if stable_total else None
+    return ScheduleProposal(started, entries, cands[j_single], sched_total / float(totals[j_single]) - 1.0,
+                            stable_gain)
+
+
+def _falling(value: np.ndarray) -> list[int]:
+    """Per level (rows, by rising load) the candidate index (columns, by rising N) of highest total value
+    with N never rising with load: drafting pays less the fuller the batch, and noisy neighbouring levels
+    must not zig-zag the schedule. Dynamic programming over (level, largest N allowed)."""
+    levels, cands = value.shape
+    # best[i, j]: the most levels i.. can add when level i may use candidates 0..j.
+    best = np.zeros((levels + 1, cands))
+    choice = np.zeros((levels, cands), dtype=int)
+    for i in range(levels - 1, -1, -1):
+        take = value[i] + best[i + 1]
+        for j in range(cands):
+            choice[i, j] = int(np.argmax(take[:j + 1]))
+            best[i, j] = take[choice[i, j]]
+    out, top = [], cands - 1
+    for i in range(levels):
+        top = choice[i, top]
+        out.append(int(top))
+    return out
+
+
+def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+    """Batch-size ranges split at the geometric midpoints between levels, valid as vLLM requires (from 1,
+    rising, no overlap): a level with no whole batch size of its own (levels 1.1 and 1.2) adds no range,
+    and equal neighbours merge."""
+    bounds = [1] + [int(math.floor(math.sqrt(lo * hi))) + 1 for lo, hi in zip(levels[:-1], levels[1:])]
     entries: list[tuple[int, int, int]] = []
-    for i, n in enumerate(best_per_level):
+    for i, k in enumerate(per_level):
         lo = bounds[i]
         hi = bounds[i + 1] - 1 if i + 1 < len(bounds) else MAX_BATCH_SIZE
-        if entries and entries[-1][2] == n:
-            entries[-1] = (entries[-1][0], hi, n)
+        if hi < lo:
+            continue
+        if entries and entries[-1][2] == k:
+            entries[-1] = (entries[-1][0], hi, k)
         else:
-            entries.append((lo, hi, n))
-    stable_gain = None
-    if stable_n is not None:
-        served = [schedule_k(stable_schedule, stable_n, int(round(level))) for level in levels]
-        if all(k in cands for k in served):
-            stable_total = float(sum(w * g[i, cands.index(k)] for i, (w, k) in enumerate(zip(weights, served))))
-            stable_gain = sched_total / stable_total - 1.0
-    return ScheduleProposal(max(best_per_level), tuple(entries), cands[j_single],
-                            sched_total / float(totals[j_single]) - 1.0, stable_gain)
+            entries.append((lo, hi, k))
+    return tuple(entries)
 
 
 def schedule_text(rows: list[list[int]] | None) -> str:
