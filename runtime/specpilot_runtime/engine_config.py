@@ -117,6 +117,24 @@ def _spelled(arg: str, flags: list[str]) -> str:
     return f"{literal} (vLLM may read it as {', '.join(flags[:3])}{more})"
 
 
+# vLLM 0.33 serves no batch-size schedule under data parallelism > 1 (docs/references.md §6).
+DATA_PARALLEL_FLAGS = frozenset({"--data-parallel-size", "-dp"})
+
+
+def data_parallel_size(args: list[str]) -> int:
+    """The data-parallel size `args` ask vLLM for, in any spelling it accepts (`--data-parallel-size 2`,
+    `--data_parallel_size=2`, `-dp 2`, an abbreviation); 1 when none, or when the value is no whole number
+    (vLLM refuses that itself). The last one given wins, as in argparse."""
+    size = 1
+    for i, arg in enumerate(args):
+        if not reserved_flags_named(arg, DATA_PARALLEL_FLAGS):
+            continue
+        value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+        if value.strip().isdigit():
+            size = int(value)
+    return size
+
+
 def arg_problems(args: list[str], path: str, tuning: bool = False) -> list[Problem]:
     """Engine args that would fight what specpilot renders (or hide the metrics tuning needs), in every
     spelling vLLM accepts."""

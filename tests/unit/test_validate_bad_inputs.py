@@ -135,6 +135,13 @@ BAD_INPUTS = [
      "must match"),
     ("name-not-dns-label", {"metadata.name": "Qwen3.8B"}, "metadata.name", "DNS-1035 label"),
     ("wrong-api-version", {"apiVersion": "specpilot.io/v1"}, "apiVersion", "specpilot.io/v1alpha1"),
+    ("schedule-mode-data-parallel", {"spec.tuning.mode": "schedule",
+                                     "spec.engine": {"args": ["--data_parallel_size=2"]}},
+     "spec.tuning.mode", "no batch-size schedule under data parallelism > 1 (spec.engine.args asks for 2)"),
+    ("schedule-data-parallel-abbreviated", {"spec.speculative.schedule": [
+        {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 7},
+        {"minBatchSize": 9, "maxBatchSize": 4096, "numSpeculativeTokens": 3}],
+        "spec.engine": {"args": ["-dp", "4"]}}, "spec.speculative.schedule", "data parallelism > 1"),
 ]
 
 
@@ -149,6 +156,12 @@ def test_bad_input_is_refused_naming_the_field(changes: dict[str, Any], path: st
     matching = [p for p in problems if p.path == path]
     assert matching, f"no problem names {path}: {[str(p) for p in problems]}"
     assert any(words in p.message for p in matching), [str(p) for p in matching]
+
+
+def test_data_parallelism_of_one_or_single_mode_leaves_a_schedule_alone() -> None:
+    assert validate_object(with_changes({"spec.tuning.mode": "schedule",
+                                         "spec.engine": {"args": ["--data-parallel-size", "1"]}})) == []
+    assert validate_object(with_changes({"spec.engine": {"args": ["--data-parallel-size", "2"]}})) == []
 
 
 def test_there_are_at_least_25_distinct_bad_inputs() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specpilot_runtime.engine import CUDA_VISIBLE, visible_devices_problem
-from specpilot_runtime.engine_config import arg_problems
+from specpilot_runtime.engine_config import arg_problems, data_parallel_size
 from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, SpeculativeConfig, max_n
 
 from . import admission
@@ -113,11 +113,28 @@ def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None,
                              extra=dict(s.extra))
 
 
+def _data_parallel_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """A batch-size schedule (the spec's, or tuning mode schedule) under data parallelism > 1, which vLLM
+    0.33 would silently not serve."""
+    dp = data_parallel_size(spec.engine.args)
+    if dp <= 1:
+        return []
+    why = (f"vLLM 0.33 serves no batch-size schedule under data parallelism > 1 (spec.engine.args asks for "
+           f"{dp})")
+    found = []
+    if spec.speculative.schedule:
+        found.append(Problem("spec.speculative.schedule", f"{why}: remove the schedule or the data parallelism"))
+    if spec.tuning.enabled and spec.tuning.mode == "schedule":
+        found.append(Problem("spec.tuning.mode", f"{why}: use mode single, or remove the data parallelism"))
+    return found
+
+
 def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     """The rules CEL cannot express, on an already schema-valid spec."""
     found = speculative_config(spec).problems("spec.speculative", spec.accelerator.count)
     found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
     found += _resource_problems(spec.engine.resources, gpu_resource(spec.accelerator))
+    found += _data_parallel_problems(spec)
     if SCHEDULE_KEY in spec.speculative.extra:
         found.append(Problem(f"spec.speculative.extra.{SCHEDULE_KEY}",
                              "set spec.speculative.schedule instead: specpilot checks it against N and caps it "
