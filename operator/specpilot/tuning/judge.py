@@ -6,8 +6,11 @@ ratio of the canary at the same load:
 
     y_w = log(L_canary,w / L_stable,w) - log(t_canary,w / t_stable,w)
 
-tokens per step L from the counters, step time t from TPOT x L. Nothing here comes from the step-time
-model: the model may choose *which* canary to try (planner.py), never whether a canary won, so a machine
+tokens per step L from the counters, step time t from TPOT x L. Traffic splits by replicas, but a slower
+track holds more sequences per pod (Little's law), so the two may not run at the same load: the canary's
+time per token is brought to the stable's load along the slope of log TPOT against log load that the
+stable track's own windows show (`load_slope`), so a canary is not judged faster for holding fewer
+sequences, nor slower for holding more. Nothing here comes from the step-time model: the model may choose *which* canary to try (planner.py), never whether a canary won, so a machine
 the prior never saw cannot talk the judge into a worse N. Windows are weighed by the stable track's
 goodput at their load level (per-sequence speed for the latency objective, per-pod tokens for throughput)
 and the level's share of the round's load mix, so the ratio is the one of G = sum_B w_B B L / t over the
@@ -56,6 +59,10 @@ GAIN_PRIOR_SD = 0.15
 # tracks do not share, plus acceptance noise).
 NOISE_PRIOR_SD = 0.06
 NOISE_PRIOR_DOF = 4.0
+# The stable's slope of log TPOT against log load needs this many windows, spread over loads by at least
+# this much (root-mean-square of log load around each N's mean: 0.1 is about 10%).
+SLOPE_WINDOWS = 4
+SLOPE_MIN_SPREAD = 0.1
 # Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
 # is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
 ERROR_SLACK = 1.0
@@ -170,6 +177,25 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return 2.0 ** levels, counts / counts.sum()
 
 
+def load_slope(stable: Sequence[WindowRecord]) -> float:
+    """d log TPOT / d log load of the stable track over its windows (per N, as a fixed effect), between 0
+    (time per token independent of load) and 1 (proportional to it); 0 when the loads hardly vary."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for n in {r.n for r in stable}:
+        rs = [r for r in stable if r.n == n and r.step_s and r.tokens_per_step > 0]
+        if len(rs) < 2:
+            continue
+        x = np.log([r.load for r in rs])
+        y = np.log([r.step_s / r.tokens_per_step for r in rs])  # TPOT
+        xs.extend(x - x.mean())
+        ys.extend(y - y.mean())
+    x_a, y_a = np.array(xs), np.array(ys)
+    if len(x_a) < SLOPE_WINDOWS or float(np.sqrt((x_a ** 2).mean())) < SLOPE_MIN_SPREAD:
+        return 0.0
+    return float(np.clip((x_a * y_a).sum() / (x_a ** 2).sum(), 0.0, 1.0))
+
+
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
                   loads: Sequence[float], objective: str) -> Estimate:
     """Posterior of the log goodput ratio canary / stable over the round's load mix, and the share of the
@@ -194,9 +220,11 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     if objective == "throughput":
         level_g = level_g * levels
     ys: dict[int, list[float]] = {}
+    slope = load_slope(stable)
     for s, c in pairs:
         ys.setdefault(key(s.load), []).append(
-            math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s))
+            math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s)
+            + slope * math.log(c.load / s.load))
     seen = sorted(ys)
     # A canary splits the load, so a level the stable served alone is seen during the analysis one octave
     # lower (half the sequences per pod): each level of the mix counts at the nearest level the pairs saw,
