@@ -11,6 +11,7 @@ is not retried, and a replica that is not the leader drops the work.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any, Callable
 
@@ -39,6 +40,7 @@ class Scheduler:
         self._queued: set[tuple[str, str]] = set()
         self._known: set[tuple[str, str]] = set()
         self._failures: dict[tuple[str, str], int] = {}
+        self._essence: dict[tuple[str, str], str] = {}  # what a reconcile reads besides status, last seen
         # Kept so that they are not garbage-collected mid-flight and can be cancelled at shutdown.
         self._tasks: set[asyncio.Future[None]] = set()
         self._stopped = False
@@ -60,6 +62,18 @@ class Scheduler:
             self._known.add(key)
             self.metrics.managed.labels("SpeculativeDeployment").set(len(self._known))
         return result
+
+    def essence_changed(self, namespace: str, name: str, obj: dict[str, Any]) -> bool:
+        """Whether what a reconcile reads besides status (the spec's generation, labels, annotations, deletion) changed since
+        this object was last seen; a new operator has seen nothing, so it reconciles everything once."""
+        meta = obj.get("metadata") or {}
+        essence = json.dumps([meta.get("generation"), meta.get("labels"), meta.get("annotations"),
+                              meta.get("deletionTimestamp")], sort_keys=True, default=str)
+        key = (namespace, name)
+        if self._essence.get(key) == essence:
+            return False
+        self._essence[key] = essence
+        return True
 
     def request(self, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -106,6 +120,7 @@ class Scheduler:
 
     def forget(self, namespace: str, name: str) -> None:
         self._known.discard((namespace, name))
+        self._essence.pop((namespace, name), None)
         self._failures.pop((namespace, name), None)
         self._locks.pop((namespace, name), None)
         self.reconciler.forget(namespace, name)
@@ -122,20 +137,6 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
     def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
 
-    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
-    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
-    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, retries=RETRY.attempts)
-    async def _changed(namespace: str, name: str, retry: int, **_: Any) -> None:
-        try:
-            await scheduler.reconcile_now(namespace, name)
-        except NotLeader:
-            # Whatever Kopf did next (record progress, retry) would be a write: wait to be stopped.
-            await asyncio.Event().wait()
-        except KubeError as exc:
-            if not exc.transient:
-                raise kopf.PermanentError(f"API error: {exc}") from exc
-            raise kopf.TemporaryError(f"API error: {exc}", delay=RETRY.delay(retry)) from exc
-
     @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL_S, initial_delay=RESYNC_INTERVAL_S,
                 idle=RESYNC_INTERVAL_S / 2, registry=registry)
     async def _resync(namespace: str, name: str, **_: Any) -> None:
@@ -144,10 +145,14 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def _observed(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+        # Level-based: the initial listing (type None), a new object, a changed spec, labels or annotations
+        # (the pause annotation), or a status.tuning that moved stableN/canaryN each ask for a reconcile.
+        # Status-only writes (ours, mostly) do not. Kopf's on.create/update would do the same at the cost
+        # of two annotation patches per change, each coming back as one more event.
+        obj = dict(body)
         if event.get("type") == "DELETED":
             scheduler.forget(namespace, name)
-        elif event.get("type") == "MODIFIED" and scheduler.reconciler.needs_render(dict(body)):
-            # The tuning loop moved stableN/canaryN in status.tuning: render the tracks for it now.
+        elif scheduler.essence_changed(namespace, name, obj) or scheduler.reconciler.needs_render(obj):
             scheduler.request(namespace, name)
 
     for group, version, plural in CHILD_RESOURCES:
@@ -156,6 +161,7 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
         async def _child(event: dict[str, Any], body: kopf.Body, namespace: str, **_: Any) -> None:
             # A child was created, changed (status included) or deleted: reconcile its parent, which
             # restores what was deleted or edited and refreshes the parent's status.
+            scheduler.reconciler.cache.observe(event.get("type"), dict(body))
             parent = body.get("metadata", {}).get("labels", {}).get(DEPLOYMENT_LABEL)
             if parent and event.get("type") is not None:
                 scheduler.request(namespace, parent)

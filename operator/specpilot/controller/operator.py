@@ -27,10 +27,9 @@ from specpilot.scrape.pods import ScrapeLimits
 
 log = logging.getLogger(__name__)
 
+# Kopf puts it on every SpeculativeDeployment so that the per-object timer and tuning daemon are stopped
+# before the object goes.
 FINALIZER = "specpilot.io/finalizer"
-# Kopf leaves annotations under this prefix out of the diffs that trigger on.update, so it must not be
-# specpilot.io: the pause annotation lives there and its removal has to trigger a reconcile.
-KOPF_PREFIX = "kopf.specpilot.io"
 
 
 @dataclass
@@ -68,9 +67,6 @@ def _lease_namespace(opts: OperatorOptions, default: str) -> str:
 def _configure(settings: kopf.OperatorSettings) -> None:
     settings.peering.standalone = True  # leadership comes from the Lease, see leader.py
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=KOPF_PREFIX, key="last-handled-configuration")
     # Kopf would post an Event for every handler run; the reconciler posts the ones that say something.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300

@@ -18,6 +18,7 @@ from specpilot.controller import metric_names as m
 from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
 from specpilot.controller import tuning_resume
+from specpilot.controller.child_cache import ChildCache
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
@@ -79,6 +80,7 @@ class Reconciler:
     def __init__(self, kube: Kube, metrics: OperatorMetrics, events: EventRecorder,
                  policy: Policy = DEFAULT_POLICY, serving: render.ServingDefaults = render.DEFAULT_SERVING) -> None:
         self.kube, self.metrics, self.events, self.policy = kube, metrics, events, policy
+        self.cache = ChildCache()  # fed by the child watches (handlers.py) and by what reconciles apply
         self.serving = serving  # cluster-wide serving image, pull secrets and runtime image
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
@@ -94,6 +96,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self.rendered.pop((namespace, name), None)
         self.applied.pop((namespace, name), None)
+        self.cache.forget((namespace, name))
         self._count_children((namespace, name), Counter())
 
     def _count_children(self, key: tuple[str, str], counts: Counter[str]) -> None:
@@ -164,8 +167,10 @@ class Reconciler:
         # Same generation and same plan, yet a child differs: someone edited it by hand.
         reverting = generation == old_status.get("observedGeneration") and \
             self.rendered.get((ns, name), plan) == plan
+        # The first reconcile after the operator starts reads live children: Kopf's initial listing of
+        # them may still be on its way into the cache.
+        existing = self._children(obj, live=(ns, name) not in self.rendered)
         self.rendered[(ns, name)] = plan
-        existing = self._children(obj)
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         applied_any = False
         live: dict[tuple[str, str], dict[str, Any]] = {}
@@ -179,6 +184,7 @@ class Reconciler:
             else:
                 applied.pop(key, None)
                 after = self.kube.apply(child)
+                self.cache.applied((ns, name), after)
                 applied[key] = body
             live[key] = after
             if before is None or _content(before) != _content(after):
@@ -186,6 +192,7 @@ class Reconciler:
                 self._announce(obj, child, before, first, reverting)
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
+            self.cache.deleted((ns, name), child)
             applied.pop((kind, child_name), None)
             applied_any = True
             self.events.normal(obj, "Deleted", f"deleted {kind} {child_name}: no longer rendered")
@@ -228,17 +235,25 @@ class Reconciler:
             self.events.warning(obj, f"ModelCache{finding.reason}", finding.message)
         return st.set_condition(conds, mc.MODEL_CACHE, finding.status, finding.reason, finding.message, generation)
 
-    def _children(self, obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-        """This object's children as they are now, by (kind, name); owned by its uid, not just labelled."""
+    def _children(self, obj: dict[str, Any], live: bool) -> dict[tuple[str, str], dict[str, Any]]:
+        """This object's children as they are now, by (kind, name); owned by its uid, not just labelled.
+        From the child cache, or from the API (`live`, or a kind the cache knows nothing of here)."""
         meta = obj["metadata"]
+        parent = (meta["namespace"], meta["name"])
         selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={meta['name']}"
         out = {}
         for api_version, kind, plural in CHILD_KINDS:
-            for child in self.kube.list(api_version, plural, meta["namespace"], selector):
-                if any(r.get("uid") == meta["uid"] for r in child["metadata"].get("ownerReferences") or []):
+            known = None if live else self.cache.get(parent, kind)
+            if known is None:
+                listed = self.kube.list(api_version, plural, meta["namespace"], selector)
+                for child in listed:  # a list's items carry neither
                     child.setdefault("apiVersion", api_version)
                     child.setdefault("kind", kind)
-                    out[(kind, child["metadata"]["name"])] = child
+                self.cache.seed(parent, kind, listed)
+                known = {child["metadata"]["name"]: child for child in listed}
+            for child_name, child in known.items():
+                if any(r.get("uid") == meta["uid"] for r in child["metadata"].get("ownerReferences") or []):
+                    out[(kind, child_name)] = child
         return out
 
     def _announce(self, obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None,

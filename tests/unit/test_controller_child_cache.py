@@ -1,0 +1,66 @@
+"""The reconciler's view of children: fed by watch events and by its own applies, never older than what it
+already knows, and silent (None) where it knows nothing so that the reconcile asks the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specpilot.controller.child_cache import ChildCache
+from specpilot.render.names import DEPLOYMENT_LABEL
+
+PARENT = ("team", "sd-a")
+
+
+def child(name: str, rv: int, kind: str = "Deployment", n: int = 3) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": "team", "resourceVersion": str(rv),
+                         "labels": {DEPLOYMENT_LABEL: "sd-a"}},
+            "spec": {"n": n}}
+
+
+def test_nothing_known_is_none_and_a_seeded_empty_list_is_known_empty() -> None:
+    cache = ChildCache()
+    assert cache.get(PARENT, "Deployment") is None
+    cache.seed(PARENT, "Deployment", [])
+    assert cache.get(PARENT, "Deployment") == {}
+    assert cache.get(PARENT, "Service") is None
+
+
+def test_an_event_already_in_flight_does_not_undo_an_apply() -> None:
+    cache = ChildCache()
+    cache.observe(None, child("sd-a", 10, n=3))
+    cache.applied(PARENT, child("sd-a", 12, n=5))
+    cache.observe("MODIFIED", child("sd-a", 11, n=3))  # written before the apply, delivered after it
+    assert cache.get(PARENT, "Deployment")["sd-a"]["spec"]["n"] == 5
+    cache.observe("MODIFIED", child("sd-a", 13, n=4))  # a hand edit after it
+    assert cache.get(PARENT, "Deployment")["sd-a"]["spec"]["n"] == 4
+
+
+def test_a_deleted_child_is_gone_until_a_newer_version_appears() -> None:
+    cache = ChildCache()
+    cache.observe(None, child("sd-a-canary", 20))
+    cache.deleted(PARENT, child("sd-a-canary", 20))
+    cache.observe("MODIFIED", child("sd-a-canary", 19))  # stale: must not resurrect it
+    assert "sd-a-canary" not in cache.get(PARENT, "Deployment")
+    cache.observe("ADDED", child("sd-a-canary", 30))  # created again
+    assert cache.get(PARENT, "Deployment")["sd-a-canary"]["metadata"]["resourceVersion"] == "30"
+    cache.observe("DELETED", child("sd-a-canary", 31))
+    assert cache.get(PARENT, "Deployment") == {}
+
+
+def test_a_list_does_not_overwrite_what_watches_reported_meanwhile() -> None:
+    cache = ChildCache()
+    cache.observe("DELETED", child("sd-a", 40))
+    cache.seed(PARENT, "Deployment", [child("sd-a", 39)])  # the list was answered before the deletion
+    assert cache.get(PARENT, "Deployment") == {}
+
+
+def test_unlabelled_objects_are_ignored_and_forget_drops_the_parent() -> None:
+    cache = ChildCache()
+    stray = child("other", 1)
+    del stray["metadata"]["labels"]
+    cache.observe("ADDED", stray)
+    assert cache.get(PARENT, "Deployment") is None
+    cache.observe("ADDED", child("sd-a", 2, kind="Service"))
+    cache.forget(PARENT)
+    assert cache.get(PARENT, "Service") is None
