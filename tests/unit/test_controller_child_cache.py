@@ -26,13 +26,14 @@ def test_nothing_known_is_none_and_a_seeded_empty_list_is_known_empty() -> None:
     assert cache.get(PARENT, "Service") is None
 
 
-def test_an_event_already_in_flight_does_not_undo_an_apply() -> None:
+def test_an_event_already_in_flight_does_not_undo_an_apply_and_the_echo_is_no_news() -> None:
     cache = ChildCache()
-    cache.observe(None, child("sd-a", 10, n=3))
+    assert cache.observe(None, child("sd-a", 10, n=3))
     cache.applied(PARENT, child("sd-a", 12, n=5))
-    cache.observe("MODIFIED", child("sd-a", 11, n=3))  # written before the apply, delivered after it
+    assert not cache.observe("MODIFIED", child("sd-a", 11, n=3))  # written before the apply, delivered after
     assert cache.get(PARENT, "Deployment")["sd-a"]["spec"]["n"] == 5
-    cache.observe("MODIFIED", child("sd-a", 13, n=4))  # a hand edit after it
+    assert not cache.observe("MODIFIED", child("sd-a", 12, n=5))  # the apply's own echo: nothing to do
+    assert cache.observe("MODIFIED", child("sd-a", 13, n=4))  # a hand edit after it: reconcile
     assert cache.get(PARENT, "Deployment")["sd-a"]["spec"]["n"] == 4
 
 

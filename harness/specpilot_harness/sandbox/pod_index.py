@@ -1,10 +1,11 @@
 """What the pod runner looks at in a pass, kept up to date from the store's change events: controlled objects
-by owner, pods by label, and what changed since the last pass. A pass then costs what changed, not everything
+by owner, pods by label, Services by selector, and what changed since the last pass. A pass then costs what changed, not everything
 stored: with 1000 Deployments a pass over all of them after every change made the sandbox the bottleneck
 of `specpilot bench operator`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -12,6 +13,7 @@ from typing import Any, Iterable
 KEYS = {"Deployment": "deploy", "ReplicaSet": "rs", "Pod": "pod", "Service": "svc"}
 
 Pair = tuple[str, str, str]  # (namespace, label, value)
+ServiceKey = tuple[str, str]  # (namespace, name)
 
 
 def _controller(obj: dict[str, Any]) -> str | None:
@@ -19,15 +21,23 @@ def _controller(obj: dict[str, Any]) -> str | None:
 
 
 class PodIndex:
-    """ReplicaSets and pods by controller uid; pods by (namespace, label, value)."""
+    """ReplicaSets and pods by controller uid; pods by (namespace, label, value); Services by one pair of their
+    selector, the one fewest other Services share when it was indexed, so that finding the Services that may
+    select a pod costs what could match it, not every Service in its namespace."""
 
     def __init__(self) -> None:
         self._owned: dict[tuple[str, str], set[str]] = {}  # (child key, controller uid) -> child uids
         self._owner: dict[str, tuple[str, str]] = {}       # child uid -> (child key, controller uid)
         self._by_pair: dict[Pair, set[str]] = {}           # -> pod uids
         self._pairs: dict[str, list[Pair]] = {}            # pod uid -> its pairs
+        self._svc_by_pair: dict[Pair, set[ServiceKey]] = {}
+        self._svc_pairs: dict[ServiceKey, tuple[Pair, list[Pair]]] = {}  # -> (indexed under, its selector)
+        self._svc_pair_count: Counter[Pair] = Counter()  # Services whose selector holds the pair
 
     def update(self, key: str, event_type: str, obj: dict[str, Any]) -> None:
+        if key == "svc":
+            self._update_service(event_type, obj)
+            return
         uid = obj["metadata"]["uid"]
         self._forget(uid)
         if event_type == "DELETED":
@@ -58,6 +68,30 @@ class PodIndex:
             if not members:
                 del index[key]
 
+    def _update_service(self, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        held = self._svc_pairs.pop(key, None)
+        if held is not None:
+            self._discard(self._svc_by_pair, held[0], key)
+            self._svc_pair_count.subtract(held[1])
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        if event_type == "DELETED" or not selector:
+            return
+        pairs = [(key[0], k, v) for k, v in selector.items()]
+        chosen = min(pairs, key=lambda pair: (self._svc_pair_count[pair], -len(pair[2]), pair))
+        self._svc_pair_count.update(pairs)
+        self._svc_pairs[key] = (chosen, pairs)
+        self._svc_by_pair.setdefault(chosen, set()).add(key)
+
+    def services_for(self, pod: dict[str, Any]) -> set[ServiceKey]:
+        """Services that may select `pod` (a superset: the caller matches)."""
+        ns = pod["metadata"].get("namespace", "")
+        found: set[ServiceKey] = set()
+        for k, v in (pod["metadata"].get("labels") or {}).items():
+            found |= self._svc_by_pair.get((ns, k, v), set())
+        return found
+
     def owned(self, key: str, owner_uid: str) -> set[str]:
         return self._owned.get((key, owner_uid), set())
 
@@ -69,12 +103,13 @@ class PodIndex:
 
 @dataclass
 class Dirty:
-    """What changed since it was last taken: uids per key, namespaces whose Endpoints may be stale, Services
-    deleted; `full` asks for a pass over everything."""
+    """What changed since it was last taken: uids per key, Services and pods whose Endpoints may be stale,
+    Services deleted; `full` asks for a pass over everything."""
 
     uids: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in KEYS.values()})
-    namespaces: set[str] = field(default_factory=set)
-    gone_services: set[tuple[str, str]] = field(default_factory=set)
+    services: set[ServiceKey] = field(default_factory=set)
+    pods: set[str] = field(default_factory=set)
+    gone_services: set[ServiceKey] = field(default_factory=set)
     full: bool = True
 
     def mark(self, key: str, event_type: str, obj: dict[str, Any]) -> None:
@@ -84,8 +119,10 @@ class Dirty:
         owner = _controller(obj)
         if owner and key in ("rs", "pod"):
             self.uids["deploy" if key == "rs" else "rs"].add(owner)
-        if key in ("pod", "svc"):
-            self.namespaces.add(meta.get("namespace", ""))
+        if key == "pod":
+            self.pods.add(meta["uid"])
+        if key == "svc":
+            self.services.add((meta.get("namespace", ""), meta["name"]))
         if key == "svc" and event_type == "DELETED":
             self.gone_services.add((meta["namespace"], meta["name"]))
 
@@ -93,10 +130,12 @@ class Dirty:
         taken, self.uids[key] = self.uids[key], set()
         return taken
 
-    def take_namespaces(self) -> set[str]:
-        taken, self.namespaces = self.namespaces, set()
+    def take_endpoints(self) -> tuple[set[ServiceKey], set[str]]:
+        """Services changed, and pods changed (their Services, before and after, are to be looked at)."""
+        taken = self.services, self.pods
+        self.services, self.pods = set(), set()
         return taken
 
-    def take_gone_services(self) -> Iterable[tuple[str, str]]:
+    def take_gone_services(self) -> Iterable[ServiceKey]:
         taken, self.gone_services = self.gone_services, set()
         return taken

@@ -21,7 +21,7 @@ import json
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.pod_index import KEYS, Dirty, PodIndex
@@ -42,6 +42,8 @@ DEADLINE_CHECK_S = 5.0
 # A pass looks only at what changed; one over everything this often catches what no event reports
 # (an Endpoints object deleted by hand).
 FULL_PASS_S = 30.0
+# Objects a pass handles between turns of the event loop (requests, watches, probes).
+BREATHE_EVERY = 16
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,12 @@ def _slice_conditions(pod: dict[str, Any]) -> dict[str, bool]:
     return {"ready": _is_ready(pod) and not terminating, "serving": _is_ready(pod), "terminating": terminating}
 
 
+async def _breathe(i: int) -> None:
+    """Let the event loop serve requests every BREATHE_EVERY objects of a pass."""
+    if i % BREATHE_EVERY == BREATHE_EVERY - 1:
+        await asyncio.sleep(0)
+
+
 class PodRunner:
     def __init__(self, store: Store, runtime: PodRuntime | None = None, probe_period_s: float = 1.0,
                  nodes: list[Node] | None = None) -> None:
@@ -162,6 +170,8 @@ class PodRunner:
         self._unbound: set[str] = set()  # pods no node had room for: tried again every pass
         # Service -> the resourceVersions its Endpoints were last made from: unchanged, nothing to write.
         self._endpoints_of: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+        self._members: dict[tuple[str, str], set[str]] = {}    # Service -> pod uids its Endpoints list
+        self._member_of: dict[str, set[tuple[str, str]]] = {}  # and back
         self._last_full = self._last_deadlines = 0.0
         # Start at a random address: sandboxes running side by side (parallel test runs) would otherwise
         # hand out the same 127.x addresses, and a second pod runtime could not bind them.
@@ -249,7 +259,7 @@ class PodRunner:
             await asyncio.sleep(0.02)  # batch bursts of changes into one pass
             self._wake.clear()
             try:
-                self.sync()
+                await self.sync()
             except ApiError as exc:  # a race with a client write; the next pass sees the new state
                 log.debug("pod runner pass interrupted: %s", exc.message)
                 self._dirty.full = True  # what this pass had taken is not done
@@ -257,9 +267,12 @@ class PodRunner:
 
     # ---- one reconciliation pass ------------------------------------------------------------------
 
-    def sync(self) -> None:
+    async def sync(self) -> None:
         """One pass over what changed (everything every FULL_PASS_S): Deployments, then ReplicaSets (those
-        the Deployments just changed included), then pods to start, then Endpoints."""
+        the Deployments just changed included), then pods to start, then Endpoints. It hands the event loop
+        back every few objects, as the API server's other work runs beside real controllers: a pass over a
+        thousand changed Deployments would otherwise hold every API request for its whole length. Each
+        object is read afresh just before it is handled, so what a client wrote meanwhile is seen."""
         clock = asyncio.get_running_loop().time()
         full = self._dirty.full or clock - self._last_full >= FULL_PASS_S
         if full:
@@ -267,12 +280,14 @@ class PodRunner:
         if clock - self._last_deadlines >= DEADLINE_CHECK_S:  # rollouts in progress may have run out of time
             self._last_deadlines = clock
             self._dirty.uids["deploy"].update(self._progress)
-        for deploy in self._changed("deploy", full):
+        for i, deploy in enumerate(self._changed("deploy", full)):
             if not deploy["metadata"].get("deletionTimestamp"):
                 self._sync_deployment(deploy)
-        for rs in self._changed("rs", full):
+            await _breathe(i)
+        for i, rs in enumerate(self._changed("rs", full)):
             if not rs["metadata"].get("deletionTimestamp"):
                 self._sync_replicaset(rs)
+            await _breathe(i)
         pods = {p["metadata"]["uid"]: p for p in self._changed("pod", full)}
         pods.update((uid, pod) for uid in self._unbound if (pod := self.store.by_uid(uid)) is not None)
         self._unbound = set()
@@ -287,12 +302,13 @@ class PodRunner:
                 self._unbound.add(uid)
         self._sync_endpoints(full)
 
-    def _changed(self, key: str, full: bool) -> list[dict[str, Any]]:
-        """Current versions of the objects of `key` changed since the last pass (all of them if `full`)."""
+    def _changed(self, key: str, full: bool) -> Iterator[dict[str, Any]]:
+        """Current versions of the objects of `key` changed since the last pass (all of them if `full`),
+        each read when it is reached."""
         uids = self._dirty.take(key)
         if full:
-            return self.store.all_objects(self._type(key))
-        return [obj for obj in map(self.store.by_uid, uids) if obj is not None]
+            uids = {obj["metadata"]["uid"] for obj in self.store.all_objects(self._type(key))}
+        return (obj for obj in map(self.store.by_uid, list(uids)) if obj is not None)
 
     def _children(self, key: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         """Current versions of what `owner` controls."""
@@ -599,26 +615,33 @@ class PodRunner:
     # ---- endpoints -------------------------------------------------------------------------------
 
     def _sync_endpoints(self, full: bool) -> None:
-        """Endpoints and EndpointSlices of the Services in namespaces where a pod or Service changed (all if
-        `full`), written only when the Service or its pods changed since."""
+        """Endpoints and EndpointSlices of the Services that changed or that select (or selected) a pod that
+        changed (all if `full`), written only when the Service or its pods changed since."""
         svc_type, ep_type, slice_type = self._type("svc"), self._type("ep"), self._type("slice")
         for ns, name in self._dirty.take_gone_services():
             self._endpoints_of.pop((ns, name), None)
+            self._note_members((ns, name), set())
             if (ns, name) in self.store.objects.get(ep_type.key, {}):
                 self.store.delete(ep_type, ns, name)
-        namespaces = self._dirty.take_namespaces()
-        live = set()
-        for svc in self.store.all_objects(svc_type) if full or namespaces else ():
-            selector = (svc.get("spec") or {}).get("selector")
-            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
-            if not selector or not (full or ns in namespaces):
+        services, pods = self._dirty.take_endpoints()
+        services_now = self.store.objects.get(svc_type.key, {})
+        if full:
+            services = set(services_now)
+        for uid in pods:
+            services |= self._member_of.get(uid, set())
+            if (pod := self.store.by_uid(uid)) is not None:
+                services |= self._index.services_for(pod)
+        for ns, name in services:
+            svc = services_now.get((ns, name))
+            if svc is None or not (selector := (svc.get("spec") or {}).get("selector")):
+                self._note_members((ns, name), set())
                 continue
-            live.add((ns, name))
             match = selector_from_match({"matchLabels": selector})
             members = sorted((p for p in map(self.store.by_uid, self._index.candidates(ns, selector))
                               if p is not None and (p.get("status") or {}).get("podIP")
                               and match(p["metadata"].get("labels") or {})),
                              key=lambda p: p["metadata"]["name"])
+            self._note_members((ns, name), {p["metadata"]["uid"] for p in members})
             made_from = (svc["metadata"]["resourceVersion"], tuple(p["metadata"]["resourceVersion"] for p in members))
             if not full and self._endpoints_of.get((ns, name)) == made_from:
                 continue
@@ -628,8 +651,22 @@ class PodRunner:
             slice_name = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:5]}"
             self._put(slice_type, ns, slice_name, self._slice(svc, slice_name, members, ports))
         for ep in self.store.all_objects(ep_type) if full else ():
-            if (ep["metadata"]["namespace"], ep["metadata"]["name"]) not in live:
-                self.store.delete(ep_type, ep["metadata"]["namespace"], ep["metadata"]["name"])
+            key = (ep["metadata"]["namespace"], ep["metadata"]["name"])
+            if not (services_now.get(key, {}).get("spec") or {}).get("selector"):
+                self.store.delete(ep_type, *key)
+
+    def _note_members(self, service: tuple[str, str], members: set[str]) -> None:
+        """Remember which pods a Service's Endpoints list, so that a pod that leaves it is noticed."""
+        before = self._members.pop(service, set())
+        for uid in before - members:
+            held = self._member_of.get(uid, set())
+            held.discard(service)
+            if not held:
+                self._member_of.pop(uid, None)
+        for uid in members - before:
+            self._member_of.setdefault(uid, set()).add(service)
+        if members:
+            self._members[service] = members
 
     @staticmethod
     def _port(svc_port: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -29,16 +30,27 @@ _FIELD = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
 MEMO_SIZE = 16384
 
 
+_COMPILING = threading.Lock()
+_PROGRAMS: dict[str, celpy.Runner] = {}
+
+
 @lru_cache(maxsize=1)
 def _environment() -> celpy.Environment:
     """One for every rule: building one builds a Lark parser, which costs far more than compiling a rule."""
     return celpy.Environment()
 
 
-@lru_cache(maxsize=None)
 def _program(rule: str) -> celpy.Runner:
-    env = _environment()
-    return env.program(env.compile(rule))
+    """Compiled once per rule. Under a lock: the operator's reconcile threads meet the same rules at the
+    same moment after a start, and each would otherwise build its own parser (seconds of CPU each)."""
+    program = _PROGRAMS.get(rule)
+    if program is None:
+        with _COMPILING:
+            program = _PROGRAMS.get(rule)
+            if program is None:
+                env = _environment()
+                program = _PROGRAMS[rule] = env.program(env.compile(rule))
+    return program
 
 
 def evaluate(rule: str, value: Any) -> bool:

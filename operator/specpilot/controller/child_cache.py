@@ -51,25 +51,29 @@ class ChildCache:
         parent = (meta.get("labels") or {}).get(DEPLOYMENT_LABEL)
         return (meta.get("namespace", ""), parent) if parent else None
 
-    def observe(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        """A watch event of a child (type None: Kopf's initial listing)."""
+    def observe(self, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """A watch event of a child (type None: Kopf's initial listing). False when it tells nothing new:
+        the echo of a reconcile's own apply, or older than what is known."""
         parent, kind = self._parent(obj), obj.get("kind", "")
-        if parent is not None and kind:
-            with self._lock:
-                self._put(parent, kind, obj, gone=event_type == "DELETED")
+        if parent is None or not kind:
+            return False
+        with self._lock:
+            return self._put(parent, kind, obj, gone=event_type == "DELETED")
 
-    def _put(self, parent: Parent, kind: str, obj: dict[str, Any], gone: bool) -> None:
+    def _put(self, parent: Parent, kind: str, obj: dict[str, Any], gone: bool) -> bool:
         name = obj["metadata"]["name"]
         children = self._by.setdefault(parent, {}).setdefault(kind, {})
         tombstones = self._gone.setdefault(parent, {})
-        if not _newer(children.get(name) or tombstones.get((kind, name)), obj):
-            return
+        held = children.get(name)
+        if not _newer(held or tombstones.get((kind, name)), obj):
+            return False
         if gone:
             children.pop(name, None)
             tombstones[(kind, name)] = obj
-        else:
-            children[name] = obj
-            tombstones.pop((kind, name), None)
+            return True
+        children[name] = obj
+        tombstones.pop((kind, name), None)
+        return held is None or _version(held) is None or _version(held) != _version(obj)
 
     def get(self, parent: Parent, kind: str) -> Children | None:
         """A copy of what is known of this parent's children of `kind`; None when nothing is."""

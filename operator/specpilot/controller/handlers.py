@@ -161,7 +161,8 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
         async def _child(event: dict[str, Any], body: kopf.Body, namespace: str, **_: Any) -> None:
             # A child was created, changed (status included) or deleted: reconcile its parent, which
             # restores what was deleted or edited and refreshes the parent's status.
-            scheduler.reconciler.cache.observe(event.get("type"), dict(body))
+            # The echo of the reconciler's own apply tells it nothing it did not already use.
+            news = scheduler.reconciler.cache.observe(event.get("type"), dict(body))
             parent = body.get("metadata", {}).get("labels", {}).get(DEPLOYMENT_LABEL)
-            if parent and event.get("type") is not None:
+            if parent and news and event.get("type") is not None:
                 scheduler.request(namespace, parent)

@@ -10,6 +10,7 @@ import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import kopf
 
@@ -64,9 +65,26 @@ def _lease_namespace(opts: OperatorOptions, default: str) -> str:
         return os.environ.get("POD_NAMESPACE") or default
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Kopf diffs every watch event against the last handled state, deep-copying the whole body several
+    times, for on.create/update handlers; specpilot has none (handlers.py decides what changed), so the
+    essence is the generation and nothing is stored. Kopf's only other use, resetting a timer's idle
+    period, then counts every event of the object."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return {"metadata": {"generation": body.get("metadata", {}).get("generation")}}  # type: ignore[typeddict-item]
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def _configure(settings: kopf.OperatorSettings) -> None:
     settings.peering.standalone = True  # leadership comes from the Lease, see leader.py
     settings.persistence.finalizer = FINALIZER
+    settings.persistence.diffbase_storage = NoDiffBase()
     # Kopf would post an Event for every handler run; the reconciler posts the ones that say something.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
