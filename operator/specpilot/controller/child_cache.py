@@ -43,6 +43,7 @@ class ChildCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by: dict[Parent, dict[str, Children]] = {}
+        self._born: set[Parent] = set()  # created while this operator watched: no child predates it
         self._gone: dict[Parent, dict[tuple[str, str], dict[str, Any]]] = {}  # (kind, name) -> last seen
 
     @staticmethod
@@ -88,6 +89,19 @@ class ChildCache:
             if kind not in kinds:
                 kinds[kind] = {obj["metadata"]["name"]: obj for obj in listed}
 
+    def born(self, parent: Parent, kinds: tuple[str, ...]) -> None:
+        """The parent was created while the operator watched (an ADDED event, not the initial listing):
+        nothing can own it yet, so its first reconcile need not list what is not there."""
+        with self._lock:
+            self._born.add(parent)
+            kinds_known = self._by.setdefault(parent, {})
+            for kind in kinds:
+                kinds_known.setdefault(kind, {})
+
+    def is_born(self, parent: Parent) -> bool:
+        with self._lock:
+            return parent in self._born
+
     def applied(self, parent: Parent, obj: dict[str, Any]) -> None:
         """What the API answered to a reconcile's apply."""
         with self._lock:
@@ -102,3 +116,4 @@ class ChildCache:
         with self._lock:
             self._by.pop(parent, None)
             self._gone.pop(parent, None)
+            self._born.discard(parent)

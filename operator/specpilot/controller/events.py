@@ -1,21 +1,35 @@
-"""Kubernetes Events about SpeculativeDeployments (what `kubectl describe` shows under Events)."""
+"""Kubernetes Events about SpeculativeDeployments (what `kubectl describe` shows under Events).
+
+Posted in the background, as client-go's event broadcaster does: a reconcile that creates three children
+would otherwise wait for three more round trips to the API server before its status write, and an Event
+is a courtesy, not part of the state. At most MAX_PENDING wait; beyond that they are dropped with a log
+line (an API server that slow has bigger problems to show).
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from specpilot.controller.kube import Kube, KubeError
+from specpilot.controller.kube import Kube, KubeError, NotLeader
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "specpilot"
+MAX_PENDING = 1000
+POSTERS = 2
 
 
 class EventRecorder:
     def __init__(self, kube: Kube, instance: str) -> None:
         self.kube, self.instance = kube, instance
+        self._pool = ThreadPoolExecutor(POSTERS, "events")
+        self._pending = 0
+        self._lock = threading.Lock()
 
     def normal(self, obj: dict[str, Any], reason: str, message: str) -> None:
         self._post(obj, "Normal", reason, message)
@@ -36,8 +50,26 @@ class EventRecorder:
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
             "reportingInstance": self.instance, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }
+        with self._lock:
+            if self._pending >= MAX_PENDING:
+                log.warning("dropped event %s on %s: %d events already wait to be posted", reason, meta["name"],
+                            self._pending)
+                return
+            self._pending += 1
+        self._pool.submit(self._send, event)
+
+    def _send(self, event: dict[str, Any]) -> None:
         try:
             self.kube.create(event)
-        except KubeError as exc:
-            # An Event is a courtesy: losing one must not fail the reconcile that produced it.
-            log.warning("could not post event %s on %s: %s", reason, meta["name"], exc)
+        except (KubeError, NotLeader) as exc:
+            # An Event is a courtesy: losing one must not fail anything (a standby posts none at all).
+            log.warning("could not post event %s on %s: %s", event["reason"], event["involvedObject"]["name"], exc)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the events already recorded to be posted (a clean stop)."""
+        deadline = time.monotonic() + timeout_s
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.05)

@@ -152,7 +152,10 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
         obj = dict(body)
         if event.get("type") == "DELETED":
             scheduler.forget(namespace, name)
-        elif scheduler.essence_changed(namespace, name, obj) or scheduler.reconciler.needs_render(obj):
+            return
+        if event.get("type") == "ADDED":
+            scheduler.reconciler.born(namespace, name)
+        if scheduler.essence_changed(namespace, name, obj) or scheduler.reconciler.needs_render(obj):
             scheduler.request(namespace, name)
 
     for group, version, plural in CHILD_RESOURCES:

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 # Kopf puts it on every SpeculativeDeployment so that the per-object timer and tuning daemon are stopped
 # before the object goes.
 FINALIZER = "specpilot.io/finalizer"
+# A clean stop waits this long for Events recorded but not yet posted.
+EVENT_FLUSH_S = 2.0
 
 
 @dataclass
@@ -113,8 +115,8 @@ async def run_operator(opts: OperatorOptions) -> int:
     metrics.leader.set(1)
     health.set_role(LEADER)
     registry = kopf.OperatorRegistry()
-    scheduler = Scheduler(Reconciler(writer, metrics, EventRecorder(writer, identity), opts.policy, opts.serving),
-                          metrics)
+    events = EventRecorder(writer, identity)
+    scheduler = Scheduler(Reconciler(writer, metrics, events, opts.policy, opts.serving), metrics)
     register(registry, scheduler, _configure)
     tuning_loop.register(registry, scheduler, opts.scrape)
 
@@ -150,6 +152,8 @@ async def run_operator(opts: OperatorOptions) -> int:
         await asyncio.gather(operator, return_exceptions=True)
         heartbeat.cancel()
         metrics.leader.set(0)
+        if code == 0:
+            await asyncio.to_thread(events.flush, EVENT_FLUSH_S)
         if elector and code == 0:
             await asyncio.to_thread(elector.release)
     return code

@@ -108,6 +108,10 @@ class Reconciler:
             for kind in ("ConfigMap", "Deployment", "Service"):
                 self.metrics.managed.labels(kind).set(self._total[kind])
 
+    def born(self, namespace: str, name: str) -> None:
+        """The object was created while the operator watched: it has no children yet."""
+        self.cache.born((namespace, name), tuple(kind for _, kind, _ in CHILD_KINDS))
+
     def needs_render(self, obj: dict[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
@@ -167,9 +171,9 @@ class Reconciler:
         # Same generation and same plan, yet a child differs: someone edited it by hand.
         reverting = generation == old_status.get("observedGeneration") and \
             self.rendered.get((ns, name), plan) == plan
-        # The first reconcile after the operator starts reads live children: Kopf's initial listing of
-        # them may still be on its way into the cache.
-        existing = self._children(obj, live=(ns, name) not in self.rendered)
+        # The first reconcile after the operator starts reads live children (Kopf's initial listing of
+        # them may still be on its way into the cache), unless the object is newer than the watch.
+        existing = self._children(obj, live=(ns, name) not in self.rendered and not self.cache.is_born((ns, name)))
         self.rendered[(ns, name)] = plan
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         applied_any = False
