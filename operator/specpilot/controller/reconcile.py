@@ -30,6 +30,7 @@ PAUSED_ANNOTATION = "specpilot.io/paused"
 # Kinds the controller owns, as (apiVersion, kind, plural); listed to find children to prune.
 CHILD_KINDS = (("v1", "ConfigMap", "configmaps"), ("apps/v1", "Deployment", "deployments"),
                ("v1", "Service", "services"))
+CHILD_KIND_NAMES = tuple(kind for _, kind, _ in CHILD_KINDS)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,11 @@ class Reconciler:
 
     def born(self, namespace: str, name: str) -> None:
         """The object was created while the operator watched: it has no children yet."""
-        self.cache.born((namespace, name), tuple(kind for _, kind, _ in CHILD_KINDS))
+        self.cache.born((namespace, name), CHILD_KIND_NAMES)
+
+    def deployments(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The object's Deployments (stable, canary) as they are now, from the child cache where it knows."""
+        return [child for (kind, _), child in self._children(obj, live=False, kinds=("Deployment",)).items()]
 
     def needs_render(self, obj: dict[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
@@ -239,14 +244,15 @@ class Reconciler:
             self.events.warning(obj, f"ModelCache{finding.reason}", finding.message)
         return st.set_condition(conds, mc.MODEL_CACHE, finding.status, finding.reason, finding.message, generation)
 
-    def _children(self, obj: dict[str, Any], live: bool) -> dict[tuple[str, str], dict[str, Any]]:
+    def _children(self, obj: dict[str, Any], live: bool,
+                  kinds: tuple[str, ...] = CHILD_KIND_NAMES) -> dict[tuple[str, str], dict[str, Any]]:
         """This object's children as they are now, by (kind, name); owned by its uid, not just labelled.
         From the child cache, or from the API (`live`, or a kind the cache knows nothing of here)."""
         meta = obj["metadata"]
         parent = (meta["namespace"], meta["name"])
         selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={meta['name']}"
         out = {}
-        for api_version, kind, plural in CHILD_KINDS:
+        for api_version, kind, plural in (k for k in CHILD_KINDS if k[1] in kinds):
             known = None if live else self.cache.get(parent, kind)
             if known is None:
                 listed = self.kube.list(api_version, plural, meta["namespace"], selector)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from typing import Any
 
 import kopf
@@ -53,6 +54,11 @@ def _spec_n(body: kopf.Body) -> Any:
     return ((body.get("spec") or {}).get("speculative") or {}).get("numSpeculativeTokens")
 
 
+def _phase(namespace: str, name: str) -> float:
+    """A fixed fraction in [0, 1) per object."""
+    return zlib.crc32(f"{namespace}/{name}".encode()) / 2 ** 32
+
+
 class TuningLoop:
     """One object's loop. Kube calls are synchronous (the controller's client) and run in threads."""
 
@@ -70,6 +76,7 @@ class TuningLoop:
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         log.info("tuning %s/%s: loop started", self.namespace, self.name)
+        phase: float | None = _phase(self.namespace, self.name)
         while not stopped:
             started = time.monotonic()
             try:
@@ -86,6 +93,11 @@ class TuningLoop:
                 # Decisions (and the progressDeadline) wait for the window: say where the time went.
                 log.warning("tuning %s/%s: a window took %.1fs (API calls or scrapes slow)", self.namespace,
                             self.name, took)
+            if phase is not None:
+                # Objects applied together would tick together every window, and each tick waits for the
+                # others' scrapes and API calls: the first window is stretched by a fixed share of itself
+                # per object, as Prometheus spreads its scrapes by a hash of the target.
+                window_s, phase = window_s * (1 + phase), None
             spec_n = _spec_n(body)
             # Windows start window_s apart: the tick's own time (API calls, scrapes) is part of the window, not
             # added to it, so windows do not fall behind. Sliced waits: a stop, or the user editing N by hand,
@@ -109,27 +121,32 @@ class TuningLoop:
         if annotations.get(PAUSED_ANNOTATION) == "true" or not sd.spec.tuning.enabled:
             self.counter.reset()
             return window_s
-        await self._window(obj, sd)
-        await self._report_capacity(obj)
+        pods = await self._window(obj, sd)
+        await self._report_capacity(obj, pods)
         return window_s
 
-    async def _report_capacity(self, obj: dict[str, Any]) -> None:
+    async def _report_capacity(self, obj: dict[str, Any], pods: list[dict[str, Any]] | None) -> None:
         """Tuning=False/InsufficientCapacity, and a Warning once per new message, while a serving pod is
-        Unschedulable: the user sees which GPUs are missing rather than a canary that is never Ready."""
-        selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
-        pods = await asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, selector)
+        Unschedulable: the user sees which GPUs are missing rather than a canary that is never Ready. `pods`
+        are the window's, when it listed them."""
+        if pods is None:
+            pods = await asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector())
         pending = capacity.unschedulable(pods)
         message = capacity.capacity_message(pending) if pending else None
         # The window's decision rewrites the Tuning condition; the Event goes out once per new message.
         if message != self.capacity_reported and message is not None:
-            await asyncio.to_thread(self.events.warning, obj, capacity.INSUFFICIENT_CAPACITY, message)
+            self.events.warning(obj, capacity.INSUFFICIENT_CAPACITY, message)
         self.capacity_reported = message
         if message is None:
             return
         await self._write(lambda status: ts.condition_patch(status, capacity.INSUFFICIENT_CAPACITY, message,
                                                             _generation(obj)))
 
-    async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> None:
+    def _selector(self) -> str:
+        return f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
+
+    async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> list[dict[str, Any]] | None:
+        """One analysis window; returns the serving pods when it listed them."""
         spec, now = sd.spec, time.time()
         old = (obj.get("status") or {}).get("tuning")
         state, invalid = tuning_resume.resume(old, sd, now)
@@ -138,9 +155,9 @@ class TuningLoop:
             message = (f"status.tuning was not written by the tuner ({invalid}): tuning restarts from spec "
                        f"N={state.stable_n}")
             await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None)
-            await asyncio.to_thread(self.events.warning, obj, tuning_resume.INVALID_STATE, message)
+            self.events.warning(obj, tuning_resume.INVALID_STATE, message)
             self.counter.reset()
-            return
+            return None
         if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
             # Acted on before any scrape: the user wins even while metrics are unavailable.
             before = list(state.history)
@@ -148,14 +165,11 @@ class TuningLoop:
             cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
             await self._commit(obj, sd, before, state, cond, None)
             self.counter.reset()
-            return
-        selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
+            return None
+        # Deployments from the reconciler's child cache (the operator's watches of them); pods are listed.
         pods, deployments = await asyncio.gather(
-            asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, selector),
-            asyncio.to_thread(self.kube.list, "apps/v1", "deployments", self.namespace, selector))
-        uid = obj["metadata"]["uid"]
-        deployments = [d for d in deployments
-                       if any(r.get("uid") == uid for r in d["metadata"].get("ownerReferences") or [])]
+            asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector()),
+            asyncio.to_thread(self.scheduler.reconciler.deployments, obj))
         targets = scrape.pod_targets(pods)
         scrapes = await self.scraper.scrape(targets)
         now = time.time()
@@ -165,10 +179,10 @@ class TuningLoop:
             self.counter.reset()
             await self._write(lambda status: ts.condition_patch(
                 status, ts.METRICS_UNAVAILABLE, f"no decision this window: {problem}", _generation(obj)))
-            return
+            return pods
         deltas, elapsed = self.counter.advance(scrapes, now)
         if elapsed is None:
-            return  # the first scrape only sets the baseline of each pod
+            return pods  # the first scrape only sets the baseline of each pod
         obs = ts.observations(deployments, targets, deltas, elapsed)
         new_state, action = step(state, spec.tuning, obs, now)
         await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
@@ -185,6 +199,7 @@ class TuningLoop:
         if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)
+        return pods
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
                       state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None) -> None:
@@ -193,7 +208,7 @@ class TuningLoop:
         for entry in ts.new_entries(old_history, state.history):
             decision = ts.decision_event(entry)
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
-            await asyncio.to_thread(poster, obj, decision.reason, decision.message)
+            poster(obj, decision.reason, decision.message)  # posted in the background
 
     async def _route(self, obj: dict[str, Any], route_name: str, weight: int) -> None:
         """Set the HTTPRoute's backend weights if it opted in; a missing or foreign route is reported once,
@@ -206,8 +221,8 @@ class TuningLoop:
                 why = "not found" if route is None else (
                     f"does not route to Service {self.name} nor carry the annotation "
                     f"{traffic.OPT_IN_ANNOTATION}: {self.name}, so it is left alone")
-                await asyncio.to_thread(self.events.warning, obj, "HTTPRouteNotUsable",
-                                        f"HTTPRoute {route_name} {why}: canary traffic follows the replica ratio")
+                self.events.warning(obj, "HTTPRouteNotUsable",
+                                    f"HTTPRoute {route_name} {why}: canary traffic follows the replica ratio")
             return
         self.warned_routes.discard(route_name)
         self.route = route_name
