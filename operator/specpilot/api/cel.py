@@ -53,6 +53,21 @@ def _program(rule: str) -> celpy.Runner:
     return program
 
 
+def compile_all(schema: Schema) -> int:
+    """Compile every rule under `schema` now (the operator does at start, before its first reconcile waits
+    for the parser); returns how many."""
+    count = 0
+    for rule in schema.get("x-kubernetes-validations", ()):
+        for text in (rule["rule"], rule.get("messageExpression")):
+            if text:
+                _program(text)
+                count += 1
+    for sub in (*schema.get("properties", {}).values(), schema.get("items"), schema.get("additionalProperties")):
+        if isinstance(sub, dict):
+            count += compile_all(sub)
+    return count
+
+
 def evaluate(rule: str, value: Any) -> bool:
     """True when `rule` holds for `self = value`; raises ValueError when it cannot be evaluated."""
     try:

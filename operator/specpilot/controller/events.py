@@ -15,19 +15,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from specpilot.controller.kube import Kube, KubeError, NotLeader
+from specpilot.controller.kube import EVENT_POSTERS, Kube, KubeError, NotLeader
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "specpilot"
 MAX_PENDING = 1000
-POSTERS = 2
 
 
 class EventRecorder:
     def __init__(self, kube: Kube, instance: str) -> None:
         self.kube, self.instance = kube, instance
-        self._pool = ThreadPoolExecutor(POSTERS, "events")
+        self._pool = ThreadPoolExecutor(EVENT_POSTERS, "events")
         self._pending = 0
         self._lock = threading.Lock()
 

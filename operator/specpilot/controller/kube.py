@@ -32,8 +32,13 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "specpilot"
 REQUEST_TIMEOUT_S = 30.0
-# Reconciles run in this many threads at once; each needs its own pooled connection.
+# Threads that make API calls at once: reconciles (RECONCILE_WORKERS), everything else the event loop
+# hands to a thread (CONCURRENCY: the tuning loops' reads and writes, the Lease), Event posters; each needs
+# its own pooled connection, or urllib3 discards one and the next call pays a new TLS handshake.
+RECONCILE_WORKERS = 8
 CONCURRENCY = 24
+EVENT_POSTERS = 2
+POOL_SIZE = RECONCILE_WORKERS + CONCURRENCY + EVENT_POSTERS
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -83,7 +88,7 @@ class Backoff:
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
     """In-cluster config when running in a pod and no kubeconfig is given, else the kubeconfig."""
     cfg = client.Configuration()
-    cfg.connection_pool_maxsize = CONCURRENCY
+    cfg.connection_pool_maxsize = POOL_SIZE
     if kubeconfig is None:
         try:
             config.load_incluster_config(client_configuration=cfg)

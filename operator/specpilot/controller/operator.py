@@ -14,7 +14,8 @@ from typing import Any
 
 import kopf
 
-from specpilot.api.validate import DEFAULT_POLICY, Policy
+from specpilot.api import cel
+from specpilot.api.validate import DEFAULT_POLICY, Policy, crd_schema
 from specpilot.controller import kopf_session, tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
@@ -95,7 +96,7 @@ def _configure(settings: kopf.OperatorSettings) -> None:
 
 async def run_operator(opts: OperatorOptions) -> int:
     # Reconciles block on HTTP in threads; the default executor (CPUs + 4) would queue them behind each other.
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(CONCURRENCY, "reconcile"))
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(CONCURRENCY, "api"))
     identity = opts.identity or _identity()
     # The Lease itself is written unfenced (that is how leadership is won); everything else is fenced.
     kube = Kube(load_api_client(opts.kubeconfig, opts.context), user_agent=f"{FIELD_MANAGER}/{identity}")
@@ -105,12 +106,15 @@ async def run_operator(opts: OperatorOptions) -> int:
     heartbeat = asyncio.create_task(health.heartbeat())
     serve(opts.metrics_port, opts.metrics_host, health, metrics.registry)
     metrics.leader.set(0)
+    # CEL rules compiled while the Lease is sought, not by the first reconciles (a second or two of CPU).
+    compiled = asyncio.create_task(asyncio.to_thread(cel.compile_all, crd_schema()))
     elector = None
     if opts.leader_election:
         elector = LeaseElector(kube, _lease_namespace(opts, "default"), opts.lease_name, identity,
                                opts.lease_duration_s, max(0.5, opts.lease_duration_s / 5))
         health.set_role(STANDBY)
         await elector.acquire()
+    log.info("compiled the CRD's %d CEL rules", await compiled)
     writer = kube.fenced(elector) if elector else kube
     metrics.leader.set(1)
     health.set_role(LEADER)
