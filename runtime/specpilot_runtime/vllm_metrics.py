@@ -105,6 +105,16 @@ def _vector(by_pos: dict[int, float]) -> tuple[float, ...]:
     return tuple(by_pos.get(i, 0.0) for i in range(max(by_pos) + 1)) if by_pos else ()
 
 
+def _read_lines(text: str) -> str:
+    """The lines `parse` can use: vllm: families without their histogram buckets, which it never reads.
+    Buckets are nearly half of vLLM's exposition and the other families most of the rest: parsing only
+    these is three times faster (the scrape parse was a quarter of the operator's CPU with a hundred
+    tuned objects). Text with no such line is parsed whole, so that what is not an exposition still fails."""
+    kept = [line for line in text.splitlines()
+            if "vllm:" in line and not (line.startswith("vllm:") and "_bucket{" in line)]
+    return "\n".join(kept) + "\n" if kept else text
+
+
 def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     """One /metrics exposition (Prometheus text format) -> Snapshot, summed over `engine`.
 
@@ -114,7 +124,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     scalars: dict[str, float] = defaultdict(float)
     per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in _PER_POS_FIELDS}
     seen_per_pos: set[str] = set()
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(_read_lines(text)):
         for sample in family.samples:
             if sample.name.endswith("_created") or not sample.name.startswith("vllm:"):
                 continue
