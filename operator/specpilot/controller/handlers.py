@@ -69,8 +69,9 @@ class Scheduler:
         return result
 
     def essence_changed(self, namespace: str, name: str, obj: dict[str, Any]) -> bool:
-        """Whether what a reconcile reads besides status (the spec's generation, labels, annotations, deletion) changed since
-        this object was last seen; a new operator has seen nothing, so it reconciles everything once."""
+        """Whether what a reconcile reads besides status (the spec's generation, labels, annotations,
+        deletion) changed since this object was last seen; a new operator has seen nothing, so it reconciles
+        everything once."""
         meta = obj.get("metadata") or {}
         essence = json.dumps([meta.get("generation"), meta.get("labels"), meta.get("annotations"),
                               meta.get("deletionTimestamp")], sort_keys=True, default=str)

@@ -106,7 +106,7 @@ class Reconciler:
             self._total.update(counts)
             if counts:
                 self.children[key] = counts
-            for kind in ("ConfigMap", "Deployment", "Service"):
+            for kind in CHILD_KIND_NAMES:
                 self.metrics.managed.labels(kind).set(self._total[kind])
 
     def born(self, namespace: str, name: str) -> None:

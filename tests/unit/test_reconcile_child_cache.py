@@ -1,0 +1,95 @@
+"""The reconciler reads children from the cache the child watches feed: an object created while the operator
+watches is reconciled without a single list, a hand-deleted child reported by its watch is re-created, and an
+operator meeting an object it did not see created lists live once."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from specpilot.api.models import API_VERSION, KIND
+from specpilot.controller.events import EventRecorder
+from specpilot.controller.metrics import OperatorMetrics
+from specpilot.controller.reconcile import Reconciler
+
+
+class FakeApi:
+    """Just enough of the API server: objects by path-like key, numbered resourceVersions, calls counted."""
+
+    def __init__(self, sd: dict[str, Any]) -> None:
+        self.sd, self.children, self.rv, self.calls = sd, {}, 1, []
+
+    def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return obj
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        self.calls.append("get")
+        return copy.deepcopy(self.sd)
+
+    def list(self, api_version: str, plural: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        self.calls.append(f"list {plural}")
+        return [copy.deepcopy(c) for (kind, _), c in self.children.items() if plural.startswith(kind.lower())]
+
+    def apply(self, obj: dict[str, Any], field_manager: str = "specpilot") -> dict[str, Any]:
+        self.calls.append(f"apply {obj['kind']}")
+        stored = self.children[(obj["kind"], obj["metadata"]["name"])] = self._stamp(obj)
+        return copy.deepcopy(stored)
+
+    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append("status")
+        self.sd["status"] = status
+        return self.sd
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return obj  # Events
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.calls.append(f"delete {obj['kind']}")
+        self.children.pop((obj["kind"], obj["metadata"]["name"]), None)
+
+
+def _sd() -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": "chat", "namespace": "team", "uid": "u-chat", "generation": 1},
+            "spec": {"model": "org/target", "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}}
+
+
+def _reconciler(api: FakeApi) -> Reconciler:
+    return Reconciler(api, OperatorMetrics(), EventRecorder(api, "test"))  # type: ignore[arg-type]
+
+
+def test_a_new_object_is_reconciled_from_the_cache_and_a_deleted_child_comes_back() -> None:
+    api = FakeApi(_sd())
+    reconciler = _reconciler(api)
+    reconciler.born("team", "chat")
+    assert reconciler.reconcile("team", "chat") == "applied"
+    assert not any(c.startswith("list") for c in api.calls)
+    made = sorted(kind for kind, _ in api.children)
+    assert made == ["ConfigMap", "Deployment", "Service"]
+    for child in api.children.values():  # the watches echo the applies: nothing new
+        assert not reconciler.cache.observe("ADDED", copy.deepcopy(child))
+    api.calls.clear()
+    assert reconciler.reconcile("team", "chat") == "unchanged"
+    assert api.calls == ["get"]  # no list, no apply, status already current
+    gone = api.children.pop(("Deployment", "chat"))
+    api.rv += 1
+    gone["metadata"]["resourceVersion"] = str(api.rv)
+    assert reconciler.cache.observe("DELETED", gone)  # news: the parent is reconciled
+    assert reconciler.reconcile("team", "chat") == "applied"
+    assert ("Deployment", "chat") in api.children and not any(c.startswith("list") for c in api.calls)
+
+
+def test_an_operator_that_did_not_see_the_object_created_lists_live_once() -> None:
+    api = FakeApi(_sd())
+    _reconciler(api).reconcile("team", "chat")  # a previous operator made the children
+    api.calls.clear()
+    fresh = _reconciler(api)  # a restart: nothing known, the object is not new to the watch
+    assert fresh.reconcile("team", "chat") == "unchanged"
+    assert sorted(c for c in api.calls if c.startswith("list")) == \
+        ["list configmaps", "list deployments", "list services"]
+    assert len(api.children) == 3  # found them (re-applied once, as after any restart): nothing new
+    api.calls.clear()
+    assert fresh.reconcile("team", "chat") == "unchanged" and api.calls == ["get"]
