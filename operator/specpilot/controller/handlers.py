@@ -27,8 +27,10 @@ from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 log = logging.getLogger(__name__)
 
 RESYNC_INTERVAL_S = 60.0
-# Reconcile retries after the client's own: up to 1, 2, 4, 8, 16, then 30 s (full jitter), until one works.
-RETRY = Backoff(attempts=5, base_s=1.0, cap_s=RESYNC_INTERVAL_S / 2)
+# Reconcile retries after the client's own: up to 0.25, 0.5, 1, 2, 4, 8, 16, then 30 s (full jitter), until one
+# works: a conflict is over at the next fresh read, and a render a canary waits for (its progressDeadline
+# runs) must not sit out seconds per failed attempt.
+RETRY = Backoff(attempts=5, base_s=0.25, cap_s=RESYNC_INTERVAL_S / 2)
 CHILD_RESOURCES = (("", "v1", "configmaps"), ("apps", "v1", "deployments"), ("", "v1", "services"))
 
 
