@@ -252,13 +252,24 @@ async def _operator_requests(http: aiohttp.ClientSession) -> int:
         return int((await resp.json()).get("specpilot", 0))
 
 
+# The operator watches these (handlers.py): objects are applied 'at once' to an operator watching them all,
+# not to one still starting (whose first listing would treat them as older than itself).
+WATCHED = (PLURAL, "deployments", "configmaps", "services")
+
+
 async def _wait_for_leader(http: aiohttp.ClientSession) -> None:
-    """The operator is up once it holds its Lease: only then are objects applied 'at once' to it."""
+    """The operator is up once it holds its Lease and has its watches open."""
     while True:
         resp = await http.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/specpilot-operator")
         if resp.status == 200 and ((await resp.json()).get("spec") or {}).get("holderIdentity"):
-            return
+            break
         await resp.read()
+        await asyncio.sleep(0.2)
+    while True:
+        async with http.get("/sandbox/watches") as resp:
+            paths = [path for agent, path in (await resp.json())["watches"] if agent.startswith("specpilot")]
+        if all(any(path.endswith("/" + plural) for path in paths) for plural in WATCHED):
+            return
         await asyncio.sleep(0.2)
 
 

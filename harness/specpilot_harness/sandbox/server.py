@@ -135,9 +135,13 @@ class ApiServer:
 
     async def _control(self, request: web.Request) -> web.StreamResponse:
         """`/sandbox/faults`: GET the rules with their counts, PUT {"faults": [...], "seed": n} to replace
-        them, POST {"faults": [...]} to add some (schedules count from then), DELETE to clear."""
+        them, POST {"faults": [...]} to add some (schedules count from then), DELETE to clear.
+        `/sandbox/requests`: requests served so far by User-Agent product; `/sandbox/watches`: the watches
+        open now, as [User-Agent, path] pairs (a benchmark waits for the operator's before it applies)."""
         if request.path.rstrip("/") == "/sandbox/requests":
             return _json(dict(self.requests))
+        if request.path.rstrip("/") == "/sandbox/watches":
+            return _json({"watches": [list(pair) for pair in self._watch_agents.values()]})
         if request.path.rstrip("/") != "/sandbox/faults":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if request.method in ("PUT", "POST"):

@@ -16,7 +16,7 @@ import kopf
 
 from specpilot.api import cel
 from specpilot.api.validate import DEFAULT_POLICY, Policy, crd_schema
-from specpilot.controller import kopf_session, tuning_loop
+from specpilot.controller import gc_policy, kopf_session, tuning_loop
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
 from specpilot.controller.health import DEFAULT_STALL_S, LEADER, STANDBY, STOPPING, Health, serve
@@ -95,6 +95,7 @@ def _configure(settings: kopf.OperatorSettings) -> None:
 
 
 async def run_operator(opts: OperatorOptions) -> int:
+    gc_policy.configure()
     # Reconciles block on HTTP in threads; the default executor (CPUs + 4) would queue them behind each other.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(CONCURRENCY, "api"))
     identity = opts.identity or _identity()
