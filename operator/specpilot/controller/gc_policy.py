@@ -1,4 +1,4 @@
-"""The operator's garbage-collector settings.
+"""The operator's garbage-collector settings (the sandbox, a long-lived server too, uses them as well).
 
 A controller's heap is mostly long-lived state (Kopf's per-object memories and tasks, the child cache,
 metric children) and its garbage mostly acyclic (parsed JSON, freed by reference counting at once).
