@@ -255,22 +255,23 @@ async def _operator_requests(http: aiohttp.ClientSession) -> int:
 # The operator watches these (handlers.py): objects are applied 'at once' to an operator watching them all,
 # not to one still starting (whose first listing would treat them as older than itself).
 WATCHED = (PLURAL, "deployments", "configmaps", "services")
+STARTUP_S = 60.0
 
 
 async def _wait_for_leader(http: aiohttp.ClientSession) -> None:
     """The operator is up once it holds its Lease and has its watches open."""
-    while True:
-        resp = await http.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/specpilot-operator")
-        if resp.status == 200 and ((await resp.json()).get("spec") or {}).get("holderIdentity"):
-            break
-        await resp.read()
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        async with http.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/specpilot-operator") as resp:
+            holder = resp.status == 200 and ((await resp.json()).get("spec") or {}).get("holderIdentity")
+        if holder:
+            async with http.get("/sandbox/watches") as watches:
+                paths = [path for agent, path in (await watches.json())["watches"] if agent.startswith("specpilot")]
+            if all(any(path.endswith("/" + plural) for path in paths) for plural in WATCHED):
+                return
         await asyncio.sleep(0.2)
-    while True:
-        async with http.get("/sandbox/watches") as resp:
-            paths = [path for agent, path in (await resp.json())["watches"] if agent.startswith("specpilot")]
-        if all(any(path.endswith("/" + plural) for path in paths) for plural in WATCHED):
-            return
-        await asyncio.sleep(0.2)
+    raise RuntimeError(f"the operator did not take its Lease and open its watches within {STARTUP_S:.0f} s: "
+                       "see its log")
 
 
 def _scrape(port: int) -> str:
