@@ -10,6 +10,7 @@ operator: its real OperatorMetrics and TunerMetrics, advanced on every scrape.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -143,14 +144,18 @@ class SimulatedEngines:
     """`specpilot-runtime simulate` processes on 127.0.0.1 under a bounded load, so their /metrics move
     the way a serving pod's do."""
 
-    def __init__(self, workdir: Path, engines: dict[str, int], profile: str, time_scale: float = 20) -> None:
+    def __init__(self, workdir: Path, engines: dict[str, int], profile: str, time_scale: float = 20,
+                 schedules: dict[str, list[list[int]]] | None = None) -> None:
         self.ports = {pod: free_port() for pod in engines}
         self.model = profile
         self.log = (workdir / "simulate.log").open("w")
+        schedules = schedules or {}
         self.processes = [subprocess.Popen(
             [sys.executable, "-m", "specpilot_runtime.cli", "simulate", "--name", profile,
              "--num-speculative-tokens", str(n), "--host", "127.0.0.1", "--port", str(self.ports[pod]),
-             "--time-scale", str(time_scale), "--seed", str(i)], stdout=self.log, stderr=subprocess.STDOUT)
+             "--time-scale", str(time_scale), "--seed", str(i),
+             *(["--num-speculative-tokens-per-batch-size", json.dumps(schedules[pod])] if pod in schedules else [])],
+            stdout=self.log, stderr=subprocess.STDOUT)
             for i, (pod, n) in enumerate(engines.items())]
         self.stopping = threading.Event()
         self.loaders: list[threading.Thread] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from pathlib import Path
@@ -21,6 +22,9 @@ DEPLOYMENTS = [Deployment("serving", "qwen", 4, 3), Deployment("research", "gemm
 # Simulated engines (pod -> track, N), as the sandbox runs them for a SpeculativeDeployment.
 SIM_NAMESPACE, SIM_DEPLOYMENT, SIM_PROFILE = "sim", "simulated", "example-mtp-sequential"
 SIMULATED = {"simulated-stable-0": ("stable", 4), "simulated-canary-0": ("canary", 2)}
+# One more engine, its own deployment, started at N=4 under a batch-size schedule that drafts 1 token at any
+# load: vLLM still counts 4 draft tokens per draft, and positions 2-4 are never drafted.
+SCHEDULED_DEPLOYMENT, SCHEDULED_POD, SCHEDULE = "scheduled", "scheduled-stable-0", [[1, 256, 1]]
 # Grafana's $__rate_interval is at least four scrape intervals; the test scrapes every second.
 RATE_INTERVAL = "10s"
 ALL = ".*"
@@ -40,13 +44,17 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         pytest.fail("prometheus is missing: run `make tools`")
     workdir = tmp_path_factory.mktemp("prometheus")
     exporter = ExpositionServer(VLLM_FIXTURE.read_text(), OperatorExposition(DEPLOYMENTS))
-    engines = SimulatedEngines(workdir, {pod: n for pod, (_, n) in SIMULATED.items()}, SIM_PROFILE)
+    engines = SimulatedEngines(workdir, {**{pod: n for pod, (_, n) in SIMULATED.items()}, SCHEDULED_POD: 4},
+                               SIM_PROFILE, schedules={SCHEDULED_POD: SCHEDULE})
     try:
         engines.wait_ready()
         engines.start_load()
         simulated = {engines.ports[pod]: {"namespace": SIM_NAMESPACE, "deployment": SIM_DEPLOYMENT, "track": track,
                                           "pod": pod, "num_speculative_tokens": str(n)}
                      for pod, (track, n) in SIMULATED.items()}
+        simulated[engines.ports[SCHEDULED_POD]] = {"namespace": SIM_NAMESPACE, "deployment": SCHEDULED_DEPLOYMENT,
+                                                   "track": "stable", "pod": SCHEDULED_POD,
+                                                   "num_speculative_tokens": "4"}
         with exporter.serve() as port:
             server = Prometheus(binary, workdir, prometheus_config(port, _pods(), simulated, RULES))
             try:
@@ -105,7 +113,7 @@ def test_per_track_panels_keep_stable_and_canary_apart(prometheus: Prometheus) -
     expr = next(e for name, title, e in _queries() if name == "speculative-decoding" and title == "Mean accepted length")
     expr = _substitute(expr, {"namespace": ALL, "deployment": ALL, "model": ALL, "track": ALL})
     expected = {(d.name, t) for d in DEPLOYMENTS for t in ("stable", "canary")} | \
-        {(SIM_DEPLOYMENT, track) for track, _ in SIMULATED.values()}
+        {(SIM_DEPLOYMENT, track) for track, _ in SIMULATED.values()} | {(SCHEDULED_DEPLOYMENT, "stable")}
     # Each pod's first rate needs two of its scrapes; wait until every track has one.
     poll(lambda: {(s["metric"]["deployment"], s["metric"]["track"]) for s in prometheus.query(expr)} == expected,
          30, "mean accepted length for every deployment and track")
@@ -141,7 +149,7 @@ def test_template_variables_list_the_scraped_values(prometheus: Prometheus) -> N
     operator = {"namespace": {d.namespace for d in DEPLOYMENTS}, "deployment": {d.name for d in DEPLOYMENTS}}
     # Variables read from vLLM series also list the simulated engines.
     vllm = {"namespace": operator["namespace"] | {SIM_NAMESPACE},
-            "deployment": operator["deployment"] | {SIM_DEPLOYMENT},
+            "deployment": operator["deployment"] | {SIM_DEPLOYMENT, SCHEDULED_DEPLOYMENT},
             "model": {MODEL, SIM_PROFILE}, "track": {"stable", "canary"}}
     for dashboard, variable in _variables():
         metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
@@ -176,3 +184,23 @@ def test_speculative_decoding_dashboard_shows_a_simulated_engine(prometheus: Pro
     results = _wait_for_results(prometheus, exprs)
     for result in results.values():
         assert {s["metric"].get("deployment", SIM_DEPLOYMENT) for s in result} == {SIM_DEPLOYMENT}
+
+
+def test_acceptance_panels_count_only_what_was_drafted(prometheus: Prometheus) -> None:
+    """Under a schedule that drafts 1 of N=4 tokens, the acceptance panels read the runtime plugin's drafted
+    counter: position 1 and the acceptance rate are what the drafter achieves, and positions never drafted
+    show no value rather than 0 (vLLM's counters alone would show 0% there and a rate cut by 4)."""
+    chosen = {"namespace": SIM_NAMESPACE, "deployment": SCHEDULED_DEPLOYMENT, "model": SIM_PROFILE, "track": ALL}
+    panels = {title: _substitute(expr, chosen) for name, title, expr in _queries()
+              if name == "speculative-decoding" and title in ("Acceptance by position", "Draft acceptance rate")}
+
+    def answered() -> bool:
+        by_position = prometheus.query(panels["Acceptance by position"])
+        return len(by_position) == 4 and bool(prometheus.query(panels["Draft acceptance rate"]))
+
+    poll(answered, 30, "both acceptance panels for the scheduled engine")
+    values = {s["metric"]["position"]: float(s["value"][1]) for s in prometheus.query(panels["Acceptance by position"])}
+    assert 0.3 < values["0"] <= 1.0, values  # the profile's first-position acceptance, not a quarter of it
+    assert all(math.isnan(values[p]) for p in ("1", "2", "3")), values
+    (rate,) = prometheus.query(panels["Draft acceptance rate"])
+    assert abs(float(rate["value"][1]) - values["0"]) < 0.05, (rate, values)

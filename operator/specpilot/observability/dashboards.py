@@ -14,7 +14,7 @@ from specpilot.controller import metric_names as op
 from specpilot_runtime import vllm_metrics as vm
 
 from .grafana import Dashboard, Panel, Query, Row, Variable, render
-from .promql import (BY_TRACK, OPERATOR_FILTER, RATE_WINDOW, TRACK_FILTER, VLLM_FILTER, counter,
+from .promql import (BY_TRACK, OPERATOR_FILTER, RATE_WINDOW, TRACK_FILTER, VLLM_FILTER, acceptance_rate, counter,
                      histogram_quantile, mean_accepted_length, rate_sum, survival_by_position)
 
 DEPLOYMENT_TRACK = "{{namespace}}/{{deployment}} {{track}}"
@@ -42,8 +42,10 @@ def speculative_decoding() -> Dashboard:
               "the ceiling is N + 1.",
               (Query(mean_accepted_length(sel, by), DEPLOYMENT_TRACK),), unit="short", min=1),
         Panel("Acceptance by position",
-              "Share of drafts whose first k draft tokens were all accepted (survival S_k). Positions that "
-              "add little suggest a lower N.",
+              "Share of the drafts reaching position k whose first k draft tokens were all accepted. Counted "
+              "over the drafts that drafted position k where specpilot's runtime plugin exports them (a "
+              "batch-size schedule drafts fewer than N at large batches), else over all drafts. Positions "
+              "that add little suggest a lower N.",
               (Query(survival_by_position(sel, by), DEPLOYMENT_TRACK + " pos {{position}}"),),
               unit="percentunit", min=0, max=1),
         Panel("Accepted vs drafted tokens/s",
@@ -52,9 +54,9 @@ def speculative_decoding() -> Dashboard:
                Query(rate_sum(counter(vm.SPEC_ACCEPTED_TOKENS), sel, by), DEPLOYMENT_TRACK + " accepted")),
               unit="tps"),
         Panel("Draft acceptance rate",
-              "Accepted draft tokens / drafted tokens.",
-              (Query(f"{rate_sum(counter(vm.SPEC_ACCEPTED_TOKENS), sel, by)} / "
-                     f"{rate_sum(counter(vm.SPEC_DRAFT_TOKENS), sel, by)}", DEPLOYMENT_TRACK),),
+              "Accepted draft tokens / drafted tokens (the runtime plugin's count where exported: vLLM's "
+              "counts N per draft even when a schedule drafted fewer).",
+              (Query(acceptance_rate(sel, by), DEPLOYMENT_TRACK),),
               unit="percentunit", min=0, max=1),
     ))
     serving = Row("Serving", (

@@ -42,10 +42,25 @@ def mean_accepted_length(selector: str, by: str, window: str = RATE_WINDOW) -> s
 
 
 def survival_by_position(selector: str, by: str, window: str = RATE_WINDOW) -> str:
-    """S_k = accepted_per_pos[k-1] / drafts: the share of drafts whose first k tokens were all accepted."""
-    per_pos = rate_sum(counter(vm.SPEC_ACCEPTED_PER_POS), selector, f"{by}, {vm.LABEL_POSITION}", window)
+    """Acceptance at each draft position k: accepted_per_pos[k-1] over the drafts that drafted position k
+    (specpilot's plugin counter). vLLM's own draft count includes drafts that stopped short of k (a
+    batch-size schedule drafting K < N, ngram finding fewer tokens), which would read as rejections; a pod
+    without the plugin falls back to it (S_k, the share of drafts whose first k tokens were accepted).
+    A position never drafted has no value rather than 0."""
+    pos = f"{by}, {vm.LABEL_POSITION}"
+    per_pos = rate_sum(counter(vm.SPEC_ACCEPTED_PER_POS), selector, pos, window)
+    drafted = rate_sum(counter(vm.SPEC_DRAFTED_PER_POS), selector, pos, window)
     drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)
-    return f"{per_pos} / on ({by}) group_left {drafts}"
+    return f"({per_pos} / {drafted}) or ({per_pos} / on ({by}) group_left {drafts})"
+
+
+def acceptance_rate(selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    """Accepted draft tokens over drafted ones: the plugin's drafted tokens where a pod exports them (vLLM's
+    draft_tokens counts N per draft even when a schedule drafted fewer), else vLLM's."""
+    accepted = rate_sum(counter(vm.SPEC_ACCEPTED_TOKENS), selector, by, window)
+    drafted = rate_sum(counter(vm.SPEC_DRAFTED_PER_POS), selector, by, window)
+    draft_tokens = rate_sum(counter(vm.SPEC_DRAFT_TOKENS), selector, by, window)
+    return f"({accepted} / {drafted}) or ({accepted} / {draft_tokens})"
 
 
 def histogram_quantile(q: float, metric: str, selector: str, by: str, window: str = RATE_WINDOW) -> str:
