@@ -15,7 +15,7 @@ from rich.table import Table
 
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
-from . import operator_bench, tuned_bench
+from . import operator_bench, tournament, tuned_bench
 from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
@@ -36,6 +36,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
+    t = sub.add_parser("tournament", help="simulate choosing the speculative method as well as N",
+                       description="Simulate a deployment per tournament and seed: the method tournament "
+                                   "(the operator's tuner with spec.tuning.alternatives) against the article's "
+                                   "manual sweep of every method at every N and against tuning N of the "
+                                   "starting method alone.")
+    t.add_argument("--profiles", required=True, type=Path,
+                   help='tournaments file (JSON: {"tournaments": [{"name", "start": {"method", "n"}, '
+                        '"concurrency", "noise", "entries": [profile per method]}]})')
+    t.add_argument("--seeds", type=int, default=5, help="seeds per tournament (default 5)")
+    t.add_argument("--windows", type=int, default=tournament.WINDOWS,
+                   help=f"5-minute windows per run (default {tournament.WINDOWS})")
+    t.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
+    t.set_defaults(func=run_tournament)
     operator_bench.register(sub)
     tuned_bench.register(sub)
 
@@ -95,4 +108,46 @@ def run(args: argparse.Namespace) -> int:
         args.json_out.write_text(json.dumps(res.to_json(), indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(markdown(res))
+    return 0
+
+
+def run_tournament(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        tournaments = tournament.load_tournaments(args.profiles.read_text(encoding="utf-8"), str(args.profiles))
+    except OSError as e:
+        err.print(f"[red]error:[/red] cannot read {args.profiles}: {e.strerror}")
+        return 2
+    except ProfileError as e:
+        err.print(f"[red]error:[/red] {e}")
+        return 2
+    if args.seeds < 1 or args.windows < 8:
+        err.print("[red]error:[/red] --seeds must be at least 1 and --windows at least 8")
+        return 2
+    res = tournament.run_all(tournaments, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True),
+                             args.windows)
+    out = Console(width=200)
+    table = Table(title=f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
+                        f"{args.windows} windows")
+    strategies = ["tuner", *res["baselines"]]
+    for h in ("tournament", "oracle", "tuner chose", *(f"{s} regret %" for s in strategies), "tuner canaries"):
+        table.add_column(h, justify="left" if h in ("tournament", "oracle", "tuner chose") else "right")
+    rows = {"tuner": res["results"], **res["baselines"]}
+    for t in tournaments:
+        mine = {s: [r for r in rows[s] if r["name"] == t.name] for s in strategies}
+        chose = sorted({f"{r['chosen_method']} {r['chosen_n']}" for r in mine["tuner"]})
+        first = mine["tuner"][0]
+        table.add_row(t.name, f"{first['oracle_method']} {first['oracle_n']}", ", ".join(chose),
+                      *(f"{sum(r['regret_pct'] for r in mine[s]) / len(mine[s]):.2f}" for s in strategies),
+                      f"{sum(r['canaries'] for r in mine['tuner']) / len(mine['tuner']):.1f}")
+    out.print(table)
+    for name, v in res["summary"].items():
+        out.print(f"{name:>8}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
+                  f"{v['mean_canaries']:.2f} canaries, worst promotion {v['worst_promotion_pct']:+.2f}%, "
+                  f"exploration cost {v['mean_exploration_cost_pct']:.2f}%", highlight=False)
+    goal = res["targets"]
+    out.print(f"targets: mean regret <= {goal['mean_regret_pct']}%, mean canaries <= {goal['mean_canaries']}, "
+              f"worst promotion >= {goal['worst_promotion_pct']}%", highlight=False)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(res, indent=1) + "\n")
     return 0

@@ -107,27 +107,13 @@ def _loads(rng: np.random.Generator, family: str) -> dict[str, float]:
     return {str(a): w, str(b): round(1.0 - w, 2)}
 
 
-def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
-                loads: list[int]) -> tuple[dict[str, list[float]], dict]:
-    fam = METHODS[method].family
-    factor = float(rng.uniform(0.5, 2.0))
-    info: dict = {"drafter_factor": round(factor, 3)}
+def _shape(rng: np.random.Generator, family: str) -> dict:
+    """A machine of the family, at random: what every drafter on it shares."""
     if family == "compute":
         # Roofline of one pod: a memory-bound floor and compute that grows with the B (N + 1) tokens.
         sat = float(np.exp(rng.uniform(0.0, math.log(16.0))))  # tokens per step where compute = memory floor
         head = float(rng.uniform(0.03, 0.3))  # drafter head (or block pass) relative to the target
-        info.update(sat_tokens=round(sat, 3), head=round(head, 3))
-
-        def tgt(n: int, b: float) -> float:
-            return math.hypot(1.0, b * (n + 1) / sat)
-
-        def drf(n: int, b: float) -> float:
-            if n == 0 or fam in (Family.NONE, Family.NEAR_FREE):
-                return 0.0
-            per = head * factor * math.hypot(1.0, b / sat)
-            return per * (n if fam is Family.SEQUENTIAL else math.hypot(1.0, b * (n + 1) / sat) / math.hypot(1.0, b / sat))
-
-        return {str(b): [round(10.0 * (tgt(n, b) + drf(n, b)), 4) for n in range(max_n + 1)] for b in loads}, info
+        return {"family": family, "sat_tokens": sat, "head": head}
     stretch, fixed, shapes = 1.0, 0.0, ["h200-dense8b"]
     if family == "dense":
         shapes = [str(rng.choice(["h200-dense8b", "h200-dense32b"]))]
@@ -141,7 +127,26 @@ def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
     else:  # old-gpu
         stretch = float(rng.uniform(2.0, 6.0))
     blend = float(rng.uniform(0.0, 1.0))
-    info.update(shapes=shapes, load_stretch=round(stretch, 3), fixed=round(fixed, 3), blend=round(blend, 3))
+    return {"family": family, "shapes": shapes, "load_stretch": stretch, "fixed": fixed, "blend": blend}
+
+
+def _times(shape: dict, method: str, factor: float, max_n: int, loads: list[int]) -> dict[str, list[float]]:
+    """Step times t(N, B) in ms of one drafter (cost `factor` x the measured one) on the machine `shape`."""
+    fam = METHODS[method].family
+    if shape["family"] == "compute":
+        sat, head = shape["sat_tokens"], shape["head"]
+
+        def tgt(n: int, b: float) -> float:
+            return math.hypot(1.0, b * (n + 1) / sat)
+
+        def drf(n: int, b: float) -> float:
+            if n == 0 or fam in (Family.NONE, Family.NEAR_FREE):
+                return 0.0
+            per = head * factor * math.hypot(1.0, b / sat)
+            return per * (n if fam is Family.SEQUENTIAL else math.hypot(1.0, b * (n + 1) / sat) / math.hypot(1.0, b / sat))
+
+        return {str(b): [round(10.0 * (tgt(n, b) + drf(n, b)), 4) for n in range(max_n + 1)] for b in loads}
+    shapes, stretch, fixed, blend = shape["shapes"], shape["load_stretch"], shape["fixed"], shape["blend"]
 
     def t(n: int, b: float) -> float:
         # Shapes blend as relative costs t(N) / t(0), at the first shape's level.
@@ -152,7 +157,24 @@ def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
         level = costs.target_ms(0, bb, shapes[0])
         return level * (r + fixed)
 
-    return {str(b): [round(t(n, float(b)), 4) for n in range(max_n + 1)] for b in loads}, info
+    return {str(b): [round(t(n, float(b)), 4) for n in range(max_n + 1)] for b in loads}
+
+
+def _cost_info(shape: dict, factor: float) -> dict:
+    info: dict = {"drafter_factor": round(factor, 3)}
+    if shape["family"] == "compute":
+        info.update(sat_tokens=round(shape["sat_tokens"], 3), head=round(shape["head"], 3))
+    else:
+        info.update(shapes=shape["shapes"], load_stretch=round(shape["load_stretch"], 3),
+                    fixed=round(shape["fixed"], 3), blend=round(shape["blend"], 3))
+    return info
+
+
+def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
+                loads: list[int]) -> tuple[dict[str, list[float]], dict]:
+    factor = float(rng.uniform(0.5, 2.0))
+    shape = _shape(rng, family)
+    return _times(shape, method, factor, max_n, loads), _cost_info(shape, factor)
 
 
 def profile(seed: int) -> dict:

@@ -59,11 +59,12 @@ def served_goodput_at(profile: Profile, n: int, k: int, load: int) -> float:
     return load * (1.0 + sum(drafted_curve(profile, n, k))) / profile.step_time(k, max(1, round(load)))
 
 
-def _track_window(n: int, delta: Snapshot, ready: int, desired: int, schedule: Schedule | None) -> TrackWindow:
+def _track_window(n: int, delta: Snapshot, ready: int, desired: int, schedule: Schedule | None,
+                  method: str) -> TrackWindow:
     # The schedule travels with the window once TrackWindow has a field for it (the pods' config).
     if schedule is not None and "schedule" in getattr(TrackWindow, "__dataclass_fields__", {}):
-        return TrackWindow(n, delta, ready, desired, schedule=schedule)  # type: ignore[call-arg]
-    return TrackWindow(n, delta, ready, desired)
+        return TrackWindow(n, delta, ready, desired, schedule=schedule, method=method)  # type: ignore[call-arg]
+    return TrackWindow(n, delta, ready, desired, method=method)
 
 
 @dataclass
@@ -91,6 +92,8 @@ class Deployment:
     stable_schedule: Schedule | None = None  # the batch-size schedule the track serves under its N, if any
     canary_schedule: Schedule | None = None
     canary_ready_in: float = 0.0  # seconds of restart left
+    # A method canary's profile (another drafter for the same target; None: the stable's profile).
+    canary_profile: Profile | None = None
     now: float = 0.0
     costs: list[WindowCost] = field(default_factory=list)
 
@@ -98,25 +101,29 @@ class Deployment:
     def canary_share(self) -> float:
         return self.canary_pods / (self.canary_pods + self.stable_pods)
 
-    def start_canary(self, n: int, schedule: Schedule | None = None) -> None:
+    def start_canary(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
         self.canary_n = n
+        self.canary_profile = profile
         self.canary_schedule = _copy(schedule)
         self.canary_ready_in = self.restart_s
 
     def remove_canary(self) -> None:
         self.canary_n = None
+        self.canary_profile = None
         self.canary_schedule = None
 
-    def promote(self, n: int, schedule: Schedule | None = None) -> None:
-        # A rolling update with surge: the stable track keeps serving while it moves to N (and schedule).
+    def promote(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
+        # A rolling update with surge: the stable track keeps serving while it moves to N (and schedule,
+        # and another drafter's profile).
+        self.profile = profile or self.profile
+        self.canary_profile = None
         self.stable_n = n
         self.stable_schedule = _copy(schedule)
         self.canary_n = None
         self.canary_schedule = None
 
-    def _track(self, n: int, load: int, serve_s: float, pods: int, jitter: float,
+    def _track(self, p: Profile, n: int, load: int, serve_s: float, pods: int, jitter: float,
                shared: float, schedule: Schedule | None = None) -> tuple[Snapshot, float, int]:
-        p = self.profile
         k = schedule_k(schedule, n, load) if schedule else n  # tokens drafted per sequence this window
         own = self.rng.standard_normal()
         eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
@@ -154,9 +161,10 @@ class Deployment:
         jitter = math.exp(ACCEPTANCE_JITTER * self.rng.standard_normal())
         shared = self.rng.standard_normal()
         self.now += self.window_s
-        snap, g_stable, k_stable = self._track(self.stable_n, load, self.window_s, self.stable_pods, jitter,
+        snap, g_stable, k_stable = self._track(p, self.stable_n, load, self.window_s, self.stable_pods, jitter,
                                                shared, self.stable_schedule)
-        stable = _track_window(self.stable_n, snap, self.stable_pods, self.stable_pods, self.stable_schedule)
+        stable = _track_window(self.stable_n, snap, self.stable_pods, self.stable_pods, self.stable_schedule,
+                               p.method)
         canary = None
         g_canary: float | None = None
         k_canary: int | None = None
@@ -164,10 +172,11 @@ class Deployment:
             serve = max(0.0, self.window_s - self.canary_ready_in)
             self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
             ready = self.canary_pods if self.canary_ready_in == 0 else 0
-            snap_c, g, k_canary = self._track(self.canary_n, load, serve, self.canary_pods, jitter, shared,
+            cp = self.canary_profile or p
+            snap_c, g, k_canary = self._track(cp, self.canary_n, load, serve, self.canary_pods, jitter, shared,
                                               self.canary_schedule)
             canary = _track_window(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
-                                   ready, self.canary_pods, self.canary_schedule)
+                                   ready, self.canary_pods, self.canary_schedule, cp.method)
             g_canary = g * serve / self.window_s
         self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
         return Observations(window_s=self.window_s, stable=stable, canary=canary)

@@ -96,9 +96,10 @@ def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: Tun
                [None if s is None else [list(r) for r in s] for s in promoted_schedules], schedule_canaries)
 
 
-def _measure(dep: Deployment, n: int, windows: int) -> float | None:
-    """Run a canary at N and return its mean measured throughput ratio to stable; None when out of windows."""
-    dep.start_canary(n)
+def measure_canary(dep: Deployment, n: int, windows: int, profile: Profile | None = None) -> float | None:
+    """Run a canary at N (of another drafter's `profile`, if given) and return its mean measured throughput
+    ratio to stable; None when out of windows."""
+    dep.start_canary(n, profile=profile)
     used = 0
     ratios: list[float] = []
     while len(ratios) < windows:
@@ -137,7 +138,7 @@ def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
     for n in range(profile.max_n + 1):
         if n == profile.default_n:
             continue
-        m = _measure(dep, n, BASELINE_WINDOWS)
+        m = measure_canary(dep, n, BASELINE_WINDOWS)
         if m is None:
             break
         tried.append(n)
@@ -163,7 +164,7 @@ def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> R
                 break
             direction, turned = -direction, True
             continue
-        m = _measure(dep, nxt, BASELINE_WINDOWS)
+        m = measure_canary(dep, nxt, BASELINE_WINDOWS)
         if m is None:
             break
         tried.append(nxt)

@@ -55,9 +55,13 @@ class Action:
     n: int | None = None
     reason: str = ""
     schedule: list[list[int]] | None = None  # start_canary/promote: the track's batch-size schedule
+    # start_canary/promote/rollback of a method canary: the contender (0 = spec.speculative, i >= 1 =
+    # spec.tuning.alternatives[i - 1]) the track runs; None: the stable track's own method (tournament.py).
+    contender: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "n": self.n, "reason": self.reason, "schedule": self.schedule}
+        return {"kind": self.kind, "n": self.n, "reason": self.reason, "schedule": self.schedule,
+                "contender": self.contender}
 
 
 def candidates(state: TunerState, tuning: Tuning) -> list[int]:
@@ -69,11 +73,11 @@ def candidates(state: TunerState, tuning: Tuning) -> list[int]:
     return list(range(0, min(limit, DEFAULT_MAX_CANDIDATE.get(family, limit)) + 1))
 
 
-def _model(state: TunerState) -> StepModel:
+def fitted_model(state: TunerState) -> StepModel:
     return StepModel(METHODS[state.method].family, state.pairs)
 
 
-def _loads(state: TunerState) -> list[float]:
+def load_mix(state: TunerState) -> list[float]:
     return [r.load for r in state.records if r.track == "stable"][-LOADS_KEPT:]
 
 
@@ -90,11 +94,13 @@ def _power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.ndarra
                    noise_sd=noise_sd, windows=EXTEND * tuning.canary.windows)
 
 
-def _decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
+def decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
     entry = {"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
              "action": action.kind, "n": action.n, "reason": action.reason, "numbers": numbers}
     if action.schedule is not None:
         entry["schedule"] = action.schedule
+    if action.contender is not None:
+        entry["contender"] = action.contender
     state.log(entry)
     return action
 
@@ -109,11 +115,11 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         # The schedule came from this round's single-N search and beat its result: the round is done.
         return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
                                              f"(started N={state.stable_n})")
-    model = _model(state)
+    model = fitted_model(state)
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
-             _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
+             load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
              exclude=state.tried, power=_power(model, tuning))
-    if p.next_canary is None and len(_loads(state)) < CONVERGE_WINDOWS:
+    if p.next_canary is None and len(load_mix(state)) < CONVERGE_WINDOWS:
         return Action(ActionKind.HOLD, state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
         scheduled = _schedule_canary(state, tuning, now)
@@ -134,7 +140,7 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     state.tried.append(n)
     state.enter(Phase.CANARY_STARTING, now)
     reason = f"expected value {p.value[n]:.2%} over cost {p.cost[n]:.2%}"
-    return _decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
+    return decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
 
 
 def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
@@ -144,7 +150,7 @@ def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float 
     if tuning.mode != "schedule" or state.schedule_tried \
             or state.canaries_in_round >= tuning.max_canaries_per_round:
         return None
-    proposal = propose(state.method, state.records, _model(state), candidates(state, tuning), _loads(state),
+    proposal = propose(state.method, state.records, fitted_model(state), candidates(state, tuning), load_mix(state),
                        tuning.objective, state.stable_n, state.stable_schedule)
     gain = proposal.stable_gain
     if len(proposal.entries) < 2 or proposal.num_speculative_tokens < 1 or gain is None \
@@ -157,7 +163,7 @@ def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float 
     state.enter(Phase.CANARY_STARTING, now)
     reason = (f"schedule {schedule_text(proposal.rows)} expected {gain:.2%} over stable N={state.stable_n} "
               f"(best single N={proposal.best_single_n})")
-    return _decide(state, now, Action(ActionKind.START_CANARY, state.canary_n, reason, proposal.rows),
+    return decide(state, now, Action(ActionKind.START_CANARY, state.canary_n, reason, proposal.rows),
                    {"schedule": proposal.to_json()})
 
 
@@ -168,12 +174,12 @@ def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: 
     state.converged_seq = state.seq
     numbers = dict(numbers or {})
     if tuning.mode == "schedule":
-        proposal = propose(state.method, state.records, _model(state), candidates(state, tuning),
-                           _loads(state), tuning.objective, state.stable_n, state.stable_schedule)
+        proposal = propose(state.method, state.records, fitted_model(state), candidates(state, tuning),
+                           load_mix(state), tuning.objective, state.stable_n, state.stable_schedule)
         state.schedule = proposal.to_json()
         numbers["schedule"] = state.schedule
     state.enter(Phase.CONVERGED, now)
-    return _decide(state, now, Action(ActionKind.STOP if stop else ActionKind.HOLD, state.stable_n, reason), numbers)
+    return decide(state, now, Action(ActionKind.STOP if stop else ActionKind.HOLD, state.stable_n, reason), numbers)
 
 
 def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
@@ -194,7 +200,7 @@ def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any
     state.canary_schedule = None
     state.analysis_from_seq = None
     state.enter(Phase.ROLLING_BACK, now)
-    return _decide(state, now, Action(ActionKind.ROLLBACK, n, reason), numbers)
+    return decide(state, now, Action(ActionKind.ROLLBACK, n, reason), numbers)
 
 
 def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
@@ -205,8 +211,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     window = [r for r in state.records if r.seq >= since]
     stable = [r for r in window if r.track == "stable"]
     canary = [r for r in window if r.track == "canary"]
-    model = _model(state)
-    loads = _loads(state)
+    model = fitted_model(state)
+    loads = load_mix(state)
     round_stable = [r for r in state.records if r.track == "stable"]
     v = judge(round_stable, canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
               tuning.canary.windows)
@@ -261,12 +267,14 @@ def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, A
     # beat the new one: against it, only the planner's value and the round's budget rule it out.
     state.tried = []
     state.enter(Phase.PROMOTING, now)
-    return _decide(state, now, action, numbers)
+    return decide(state, now, action, numbers)
 
 
-def _record_window(state: TunerState, obs: Observations) -> None:
+def record_window(state: TunerState, obs: Observations, in_round: bool = True) -> None:
+    """Keep the window's records (and paired step times) in `state`. `in_round`: the window counts against
+    the round's window budget (a method canary's windows do not: they tune no N)."""
     state.seq += 1
-    state.windows_in_round += 1
+    state.windows_in_round += in_round
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
@@ -280,7 +288,7 @@ def _record_window(state: TunerState, obs: Observations) -> None:
     # A track serving a schedule steps at several K: its step time is no point of t(N).
     if s and c and s.step_s and c.step_s and state.stable_schedule is None and state.canary_schedule is None:
         load = (s.load + c.load) / 2
-        state.add_pair(_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
+        state.add_pair(fitted_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
 
 
 def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tuple[TunerState, Action]:
@@ -294,7 +302,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
         if st.phase not in (Phase.OBSERVING, Phase.CONVERGED):
             st.enter(Phase.OBSERVING, now)
         return st, Action(ActionKind.STOP, st.stable_n, "tuning disabled")
-    _record_window(st, obs)
+    record_window(st, obs)
     if st.phase == Phase.CONVERGED:
         return st, _converged(st, tuning, obs, now)
     if st.windows_in_round > tuning.max_windows_per_round:
@@ -336,9 +344,9 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         return Action(ActionKind.HOLD, state.stable_n, f"converged; serving schedule "
                                                        f"{schedule_text(state.stable_schedule)}")
     else:
-        model = _model(state)
+        model = fitted_model(state)
         p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
-                 _loads(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
+                 load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
                  exclude=state.tried, power=_power(model, tuning))
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
@@ -352,4 +360,4 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     state.tried = []
     state.reference = None
     state.enter(Phase.OBSERVING, now)
-    return _decide(state, now, Action(ActionKind.HOLD, state.stable_n, f"drift: {reason}"), {})
+    return decide(state, now, Action(ActionKind.HOLD, state.stable_n, f"drift: {reason}"), {})

@@ -32,6 +32,7 @@ class TrackWindow:
     ready_pods: int
     desired_pods: int
     errors: float = 0.0  # failed requests and container restarts during the window
+    method: str | None = None  # the speculative method the pods run (None: not reported)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,432 @@
+"""The method tournament: which way to speculate (method and draft), as well as N.
+
+    tour = Tournament.from_status(status.get("tournament"), contenders)
+    inner = TunerState.from_status(status.get("tuning"), method=contenders[tour.stable].method, ...)
+    tour, inner, action = tournament.step(tour, inner, spec.tuning, contenders, obs, now)
+
+Contenders are spec.speculative (index 0) and spec.tuning.alternatives (1, 2, ...): ways to speculate for
+the same target, each with its own N. The stable track runs one of them and the N tuner (`machine.step`)
+tunes its N as ever. Nothing transfers between methods: an untried contender's goodput against the stable
+is unknown, 0 +- PRIOR_SD, so a canary of it is worth its expected promotable gain; against a canary's cost
+(the canary's share of traffic while another checkpoint loads and while it is analysed) that is worth it
+unless canaries are very dear, so each contender is tried once, at its own N, before the stable's N is
+tuned (the method moves goodput by tens of percent in the source article, a step of N by a few). The paired
+judge (`judge.py`) decides on the canary's measured goodput, as for any N; a promotion makes the contender
+the stable's method and starts tuning its N from what its canary measured.
+
+A contender that lost keeps what its canary measured: goodput against the stable of the time, mean accepted
+length, and, from its acceptance at that N (the same transfer rules as the N tuner) and the step-time prior
+of its drafter family, the N it would do best at and the goodput expected there, with its uncertainty.
+Once the stable's N is tuned (converged), a contender whose best N is expected to beat the stable by the
+margin gets one more canary, at that N: the model chooses which canary to try, never whether it won.
+
+Goodputs are kept relative to the configuration the tournament started from (`scale`: the stable's, moved
+by each promotion's measured gain), so measurements against different stables compare.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from statistics import NormalDist
+from typing import Any, Sequence
+
+import numpy as np
+
+from specpilot.api.models import Tuning, duration_seconds
+from specpilot_runtime.speculative import METHODS, OFF
+
+from . import machine
+from .judge import health_problem, judge
+from .kinds import ActionKind, Phase, Ruling
+from .machine import Action, record_window
+from .observations import Observations, TrackWindow, WindowRecord, has_traffic, record
+from .planner import ANALYSIS_WINDOWS, VALUE_HORIZON_WINDOWS, posterior_goodput
+from .state import TunerState
+from .step_model import Pair, StepModel
+
+STATUS_VERSION = 1
+# An untried method's goodput against the stable's, in log terms: the source article's methods trade
+# places by 10-40% on the same target (docs/references.md §1).
+PRIOR_SD = 0.25
+# Windows a method canary serves nothing: another checkpoint loads (and compiles) before it is Ready.
+SWITCH_RESTART_WINDOWS = 2.0
+MAX_RECORDS = 48  # the running method canary's windows
+
+
+class Stage(StrEnum):
+    IDLE = "idle"  # no method canary: the N tuner runs the stable track
+    STARTING = "starting"
+    ANALYSING = "analysing"
+    ROLLING_BACK = "rolling_back"
+    SWITCHING = "switching"  # the stable track rolls to the promoted contender
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way to speculate, as the tuner needs it: the method, the N it runs first, its draft's block
+    size and its own candidate N (empty: the spec's, else the method's range)."""
+
+    method: str
+    n: int
+    block_size: int | None = None
+    candidates: tuple[int, ...] = ()
+
+    def tuning(self, tuning: Tuning) -> Tuning:
+        """The spec the N tuner sees while this contender is the stable's."""
+        if self.method == OFF:
+            return tuning.model_copy(update={"candidates": [0]})
+        return tuning.model_copy(update={"candidates": list(self.candidates)}) if self.candidates else tuning
+
+    def key(self) -> str:
+        return f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}"
+
+
+@dataclass
+class Entry:
+    """What is known of one contender. Goodputs are relative to the tournament's starting configuration."""
+
+    measured_n: int | None = None  # N its last canary (or stable track) ran at; None: never measured
+    gain: float | None = None  # measured goodput against the stable of the time (posterior mean)
+    lower: float | None = None
+    upper: float | None = None
+    accepted_length: float | None = None  # mean accepted tokens per step at measured_n
+    best_n: int | None = None  # the N expected to do best, from what was measured
+    expected: float | None = None  # expected goodput at best_n
+    sd: float | None = None  # its uncertainty (1 sd, same units)
+    retried: bool = False  # had its second canary, at best_n
+
+    def to_json(self) -> dict[str, Any]:
+        return {"measuredN": self.measured_n, "gain": self.gain, "lower": self.lower, "upper": self.upper,
+                "acceptedLength": self.accepted_length, "bestN": self.best_n, "expected": self.expected,
+                "sd": self.sd, "retried": self.retried}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Entry":
+        def num(k: str) -> float | None:
+            v = d.get(k)
+            return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+        def whole(k: str) -> int | None:
+            v = d.get(k)
+            return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+        return cls(whole("measuredN"), num("gain"), num("lower"), num("upper"), num("acceptedLength"),
+                   whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")))
+
+
+@dataclass
+class Tournament:
+    key: str  # the contenders it was run for: another list starts a new tournament
+    entries: list[Entry]
+    stable: int = 0  # contender the stable track runs
+    stage: Stage = Stage.IDLE
+    canary: int | None = None  # contender of the running method canary
+    canary_n: int | None = None
+    stage_since: float = 0.0
+    analysis_from_seq: int | None = None
+    scale: float = 1.0  # the stable's goodput relative to the starting configuration (measured gains)
+    canaries: int = 0  # method canaries started
+    records: list[WindowRecord] = field(default_factory=list)  # the running method canary's windows
+
+    @classmethod
+    def new(cls, contenders: Sequence[Contender], now: float = 0.0) -> "Tournament":
+        return cls(key=_key(contenders), entries=[Entry() for _ in contenders], stage_since=now)
+
+    @classmethod
+    def from_status(cls, status: dict[str, Any] | None, contenders: Sequence[Contender],
+                    now: float = 0.0) -> "Tournament":
+        """Resume from `status.tournament`; start afresh when it is absent, unreadable or for other contenders."""
+        s = status or {}
+        if s.get("version") != STATUS_VERSION or s.get("key") != _key(contenders):
+            return cls.new(contenders, now)
+        entries = [Entry.from_json(e) for e in s.get("entries", []) if isinstance(e, dict)]
+        stable = s.get("stable")
+        if len(entries) != len(contenders) or not isinstance(stable, int) or not 0 <= stable < len(contenders):
+            return cls.new(contenders, now)
+        canary = s.get("canary")
+        return cls(key=s["key"], entries=entries, stable=stable, stage=Stage(s.get("stage", Stage.IDLE)),
+                   canary=canary if isinstance(canary, int) and 0 <= canary < len(contenders) else None,
+                   canary_n=s.get("canaryN"), stage_since=float(s.get("stageSince", now)),
+                   analysis_from_seq=s.get("analysisFromSeq"), scale=float(s.get("scale", 1.0)),
+                   canaries=int(s.get("canaries", 0)),
+                   records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"version": STATUS_VERSION, "key": self.key, "stable": self.stable, "stage": self.stage,
+                "canary": self.canary, "canaryN": self.canary_n, "stageSince": self.stage_since,
+                "analysisFromSeq": self.analysis_from_seq, "scale": self.scale, "canaries": self.canaries,
+                "entries": [e.to_json() for e in self.entries], "records": [r.to_json() for r in self.records]}
+
+    def copy(self) -> "Tournament":
+        return copy.deepcopy(self)
+
+    def enter(self, stage: Stage, now: float) -> None:
+        self.stage = stage
+        self.stage_since = now
+
+
+def _key(contenders: Sequence[Contender]) -> str:
+    return "|".join(c.key() for c in contenders)
+
+
+def try_value(margin: float, canary_share: float) -> tuple[float, float]:
+    """(value, cost) of a first canary of an untried contender, relative over the value horizon: the
+    expected gain above the margin under the prior, and the canary's share of traffic lost to the restart
+    and, while analysed, to a contender that turns out worse."""
+    prior = NormalDist(0.0, PRIOR_SD)
+    m = math.log1p(margin)
+    # E[max(0, X - m)] and E[max(0, -X)] for X ~ N(0, sd).
+    value = PRIOR_SD * prior.pdf(m) * PRIOR_SD - m * (1.0 - prior.cdf(m))
+    loss = PRIOR_SD * prior.pdf(0.0) * PRIOR_SD
+    cost = canary_share * (SWITCH_RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
+    return value, cost
+
+
+def best_n(contender: Contender, records: Sequence[WindowRecord], model: StepModel, tuning: Tuning,
+           loads: Sequence[float], at: int) -> tuple[int, float, float]:
+    """From a contender's windows: (best N, expected goodput there relative to goodput at N=`at`, its sd)."""
+    state = TunerState.new(contender.method, at, contender.block_size)
+    cands = sorted(set(machine.candidates(state, contender.tuning(tuning))) | {at})
+    g = posterior_goodput(contender.method, records, model, cands, loads, tuning.objective)
+    ratio = g / g[:, [cands.index(at)]]
+    mean = ratio.mean(axis=0)
+    j = int(np.argmax(mean))
+    return cands[j], float(mean[j]), float(ratio[:, j].std())
+
+
+def anchored_pairs(stable_model: StepModel, stable: Sequence[WindowRecord],
+                   canary: Sequence[WindowRecord]) -> list[Pair]:
+    """A method canary's step times as pairs against N = 0 (no speculation: the same target whatever the
+    method). Its paired windows measure t_canary / t_stable; the stable's own step-time model knows
+    t_stable / t(0) (exactly, when the stable runs N = 0). So each window gives log t_canary(N) / t(0),
+    which pins the contender's cost curve on this machine from one canary."""
+    by_seq = {r.seq: r for r in stable if r.step_s}
+    both = [(by_seq[c.seq], c) for c in canary if c.step_s and c.seq in by_seq]
+    if not both:
+        return []
+    ns = sorted({s.n for s, _ in both})
+    f = stable_model.log_cost_samples(ns, [s.load for s, _ in both], 64).mean(axis=0)  # (L, J)
+    return [Pair(c.n, 0, s.load, math.log(c.step_s / s.step_s) + float(f[i, ns.index(s.n)]))
+            for i, (s, c) in enumerate(both) if c.step_s and s.step_s]
+
+
+def _accepted_length(records: Sequence[WindowRecord]) -> float | None:
+    drafts = sum(r.drafts for r in records)
+    if drafts <= 0:
+        return None
+    return 1.0 + sum(sum(r.accepted_per_pos) for r in records) / drafts
+
+
+def _share(tuning: Tuning, obs: Observations) -> float:
+    stable_pods = obs.stable.desired_pods if obs.stable else 1
+    return tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
+
+
+def _stable_records(inner: TunerState) -> list[WindowRecord]:
+    return [r for r in inner.records if r.track == "stable"]
+
+
+def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequence[Contender],
+          obs: Observations) -> tuple[int, int, str] | None:
+    """The method canary to start now, if any: (contender, N, reason)."""
+    if inner.phase not in (Phase.OBSERVING, Phase.CONVERGED) or inner.canary_n is not None:
+        return None
+    at_stable = [r for r in _stable_records(inner) if r.n == inner.stable_n]
+    this_window = has_traffic(obs.stable) and obs.stable is not None and obs.stable.n == inner.stable_n
+    if len(at_stable) + this_window < machine.OBSERVE_WINDOWS \
+            or inner.canaries_in_round >= tuning.max_canaries_per_round:
+        return None
+    value, cost = try_value(tuning.promotion_margin, _share(tuning, obs))
+    for i, (c, e) in enumerate(zip(contenders, tour.entries)):
+        if i != tour.stable and e.measured_n is None and value > cost:
+            return i, c.n, (f"{c.method} untried: expected value {value:.2%} over cost {cost:.2%} "
+                            f"(its goodput is unknown until measured)")
+    if inner.phase != Phase.CONVERGED:
+        return None
+    # Second chances, once the stable's N is tuned: the contender expected to beat it most.
+    # N = 0 is no speculation whatever the method: the stable's own N tuner scores it. A second canary needs
+    # its gain likely (one sd) as well as expected above the margin.
+    retry = [(e.expected / tour.scale - 1.0, i) for i, e in enumerate(tour.entries)
+             if i != tour.stable and not e.retried and e.expected is not None and e.best_n
+             and e.best_n != e.measured_n and e.expected - (e.sd or 0.0) > tour.scale]
+    gain, i = max(retry, default=(0.0, -1))
+    if gain < tuning.promotion_margin:
+        return None
+    e = tour.entries[i]
+    assert e.best_n is not None
+    return i, e.best_n, (f"{contenders[i].method} at N={e.best_n} expected {gain:+.1%} against the stable "
+                         f"(measured at N={e.measured_n})")
+
+
+def _start(tour: Tournament, inner: TunerState, pick: tuple[int, int, str], now: float) -> Action:
+    i, n, reason = pick
+    if tour.entries[i].measured_n is not None:
+        tour.entries[i].retried = True
+    tour.canary, tour.canary_n, tour.records = i, n, []
+    tour.analysis_from_seq = None
+    tour.canaries += 1
+    inner.canaries_in_round += 1
+    tour.enter(Stage.STARTING, now)
+    return machine.decide(inner, now, Action(ActionKind.START_CANARY, n, reason, contender=i), {})
+
+
+def _ready(c: TrackWindow | None, n: int | None, method: str) -> bool:
+    return c is not None and c.n == n and c.method in (None, method) and c.ready_pods >= c.desired_pods > 0
+
+
+def _end_canary(tour: Tournament, inner: TunerState, kind: ActionKind, reason: str, now: float,
+                numbers: dict[str, Any]) -> Action:
+    i, n = tour.canary, tour.canary_n
+    tour.canary, tour.canary_n, tour.analysis_from_seq, tour.records = None, None, None, []
+    tour.enter(Stage.ROLLING_BACK if kind == ActionKind.ROLLBACK else Stage.SWITCHING, now)
+    return machine.decide(inner, now, Action(kind, n, reason, contender=i), numbers)
+
+
+def _measure(entry: Entry, contender: Contender, records: Sequence[WindowRecord], model: StepModel,
+             tuning: Tuning, loads: Sequence[float], n: int, level: float, verdict: Any | None) -> None:
+    """Keep what was measured of a contender at N; `level`: its goodput there, relative to the start."""
+    entry.measured_n = n
+    if verdict is not None:
+        entry.gain, entry.lower, entry.upper = verdict.gain, verdict.lower, verdict.upper
+    entry.accepted_length = _accepted_length([r for r in records if r.n == n])
+    best, ratio, sd = best_n(contender, records, model, tuning, loads, n)
+    entry.best_n, entry.expected, entry.sd = best, level * ratio, level * sd
+
+
+def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequence[Contender],
+             obs: Observations, now: float) -> Action:
+    problem = health_problem(obs.stable, obs.canary, tuning.error_gate)
+    if problem:
+        return _end_canary(tour, inner, ActionKind.ROLLBACK, problem, now, {})
+    loads = machine.load_mix(inner)
+    v = judge(_stable_records(inner), tour.records, loads, tuning.objective, tuning.promotion_margin,
+              tuning.confidence, tuning.canary.windows)
+    numbers = {"verdict": v.to_json()}
+    since = tour.analysis_from_seq or inner.seq
+    if v.decision == Ruling.CONTINUE and v.windows < tuning.canary.windows \
+            and inner.seq - since + 1 >= 2 * tuning.canary.windows:
+        v = dataclasses.replace(v, decision=Ruling.ROLLBACK,
+                                reason=f"only {v.windows} comparable windows in {inner.seq - since + 1}")
+    if v.decision == Ruling.CONTINUE:
+        return Action(ActionKind.KEEP_ANALYSING, tour.canary_n, v.reason, contender=tour.canary)
+    i, n = tour.canary, tour.canary_n
+    assert i is not None and n is not None
+    c = contenders[i]
+    pairs = anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
+    _measure(tour.entries[i], c, tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
+             tour.scale * (1.0 + v.gain), v)
+    if v.decision == Ruling.ROLLBACK:
+        return _end_canary(tour, inner, ActionKind.ROLLBACK, f"{c.method} N={n}: {v.reason}", now, numbers)
+    # Promoted: the stable's contender is now measured against the winner, its best N estimated from its
+    # own windows (and the step times its N canaries paired).
+    old = tour.stable
+    back = dataclasses.replace(v, gain=1.0 / (1.0 + v.gain) - 1.0, lower=1.0 / (1.0 + v.upper) - 1.0,
+                               upper=1.0 / (1.0 + v.lower) - 1.0)
+    _measure(tour.entries[old], contenders[old], inner.records, machine.fitted_model(inner), tuning, loads,
+             inner.stable_n, tour.scale, back)
+    tour.scale *= 1.0 + v.gain
+    tour.stable = i
+    return _end_canary(tour, inner, ActionKind.PROMOTE, f"{c.method} N={n}: {v.reason}", now, numbers)
+
+
+def _switched(tour: Tournament, inner: TunerState, contenders: Sequence[Contender], promoted: list[WindowRecord],
+              now: float) -> TunerState:
+    """The N tuner for the new stable contender, starting from what its canary measured: its acceptance and
+    its step times against N = 0."""
+    c = contenders[tour.stable]
+    n = tour.entries[tour.stable].measured_n
+    fresh = TunerState.new(c.method, c.n if n is None else n, c.block_size, now)
+    # Tuning the new method's N is a round of its own, with its own budgets.
+    fresh.seq, fresh.round, fresh.history = inner.seq, inner.round + 1, inner.history
+    for r in promoted:
+        fresh.add_record(dataclasses.replace(r, track="stable"))
+    for p in anchored_pairs(machine.fitted_model(inner), _stable_records(inner), promoted):
+        fresh.add_pair(p)
+    return fresh
+
+
+def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequence[Contender],
+         obs: Observations, now: float) -> tuple[Tournament, TunerState, Action]:
+    """Advance by one window. Pure: returns new tournament and N-tuner states and the controller's action."""
+    t = tour.copy()
+    own = contenders[t.stable].tuning(tuning)
+    if not tuning.enabled or len(contenders) < 2:
+        if t.canary is not None:
+            t.canary, t.canary_n, t.records = None, None, []
+            t.enter(Stage.IDLE, now)
+        st, action = machine.step(inner, own, obs, now)
+        return t, st, action
+    if t.stage == Stage.IDLE:
+        pick = _next(t, inner, tuning, contenders, obs)
+        if pick is None:
+            st, action = machine.step(inner, own, obs, now)
+            if action.kind == ActionKind.PROMOTE:
+                gain = (st.history[-1].get("numbers", {}).get("verdict") or {}).get("gain_pct")
+                t.scale *= 1.0 + (gain or 0.0) / 100.0
+            return t, st, action
+        st = inner.copy()
+        record_window(st, obs, in_round=False)
+        return t, st, _start(t, st, pick, now)
+    st = inner.copy()
+    if t.stage == Stage.SWITCHING:
+        s, c = obs.stable, contenders[t.stable]
+        if s is None or not _ready(s, st.stable_n, c.method) or obs.canary is not None:
+            st.seq += 1  # the stable track's pods are mixed: its window is no one's
+            return t, st, Action(ActionKind.HOLD, st.stable_n, f"waiting for the stable track to run {c.method}")
+        t.enter(Stage.IDLE, now)
+        record_window(st, obs)
+        return t, st, Action(ActionKind.HOLD, st.stable_n, f"stable track runs {c.method} N={st.stable_n}")
+    record_window(st, obs, in_round=False)
+    if t.stage == Stage.ROLLING_BACK:
+        if obs.canary is not None and obs.canary.ready_pods > 0:
+            return t, st, Action(ActionKind.HOLD, None, "waiting for the method canary to go")
+        t.enter(Stage.IDLE, now)
+        return t, st, Action(ActionKind.HOLD, st.stable_n, "method canary gone")
+    i = t.canary
+    assert i is not None
+    c = contenders[i]
+    if t.stage == Stage.STARTING:
+        if _ready(obs.canary, t.canary_n, c.method):
+            t.analysis_from_seq = st.seq + 1
+            t.enter(Stage.ANALYSING, now)
+            return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{c.method} canary ready", contender=i)
+        if now - t.stage_since > duration_seconds(tuning.canary.progress_deadline):
+            return t, st, _end_canary(t, st, ActionKind.ROLLBACK, f"{c.method} canary not ready within "
+                                                                  f"progressDeadline", now, {})
+        return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {c.method} canary",
+                             contender=i)
+    w = obs.canary
+    if w is not None and has_traffic(w) and w.n == t.canary_n and st.seq >= (t.analysis_from_seq or st.seq):
+        t.records = (t.records + [record(st.seq, "canary", w, obs.window_s)])[-MAX_RECORDS:]
+    promoted = list(t.records)
+    action = _analyse(t, st, tuning, contenders, obs, now)
+    if action.kind == ActionKind.PROMOTE:
+        st = _switched(t, st, contenders, promoted, now)
+        st.enter(Phase.OBSERVING, now)
+    return t, st, action
+
+
+def standings(tour: Tournament, inner: TunerState, contenders: Sequence[Contender]) -> list[dict[str, Any]]:
+    """Per contender, what the status shows: its role, N, mean accepted length, best N, goodput estimate
+    against the stable now (and its sd). The stable's numbers are its own windows'."""
+    out = []
+    for i, (c, e) in enumerate(zip(contenders, tour.entries)):
+        row: dict[str, Any] = {"contender": i, "method": c.method}
+        if i == tour.stable:
+            row.update(role="stable", n=inner.stable_n,
+                       acceptedLength=_accepted_length([r for r in inner.records if r.n == inner.stable_n]))
+        elif i == tour.canary:
+            row.update(role="canary", n=tour.canary_n)
+        else:
+            row.update(role="measured" if e.measured_n is not None else "untried", n=e.measured_n,
+                       acceptedLength=e.accepted_length)
+        if e.expected is not None and i != tour.stable:
+            row.update(bestN=e.best_n, expectedGain=e.expected / tour.scale - 1.0, sd=(e.sd or 0.0) / tour.scale)
+        if e.gain is not None:
+            row["measuredGain"] = e.gain
+        out.append(row)
+    return out

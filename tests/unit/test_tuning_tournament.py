@@ -1,0 +1,168 @@
+"""The method tournament (`specpilot.tuning.tournament`) on simulated head-to-heads: it tries each
+alternative, promotes only what the judge measured better, learns a loser's best N, and resumes from its
+status JSON exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specpilot.api.models import Canary, Tuning
+from specpilot.tuning import ActionKind, TunerState
+from specpilot.tuning import tournament as tour
+from specpilot_harness.bench import cli
+from specpilot_harness.bench import tournament as bench
+from specpilot_harness.bench.tournament_profiles import SPLITS, build
+
+PROFILES = Path(cli.__file__).parent / "profiles"
+TUNING = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
+
+
+def article(name: str) -> bench.TournamentProfile:
+    doc = (PROFILES / "tournaments-article.json").read_text()
+    return next(t for t in bench.load_tournaments(doc) if t.name == name)
+
+
+def drive(t: bench.TournamentProfile, seed: int, windows: int, via_status: bool = False) -> tuple[list, tour.Tournament, TunerState]:
+    """Run the tournament on the simulated deployment; `via_status`: every window's states go through their
+    status JSON and back, as after an operator restart."""
+    dep = bench._deployment(t, seed, windows)
+    cs = bench.contenders(t)
+    profiles = t.ordered()
+    state = tour.Tournament.new(cs)
+    inner = TunerState.new(cs[0].method, cs[0].n)
+    actions = []
+    for _ in range(windows):
+        obs = dep.window()
+        if via_status:
+            state = tour.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
+            inner = TunerState.from_status(json.loads(json.dumps(inner.to_status())),
+                                           method=cs[state.stable].method, stable_n=inner.stable_n)
+        state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
+        actions.append((a.kind, a.n, a.contender))
+        profile = profiles[a.contender] if a.contender is not None else None
+        if a.kind == ActionKind.START_CANARY:
+            dep.start_canary(a.n, profile=profile)
+        elif a.kind == ActionKind.PROMOTE:
+            dep.promote(a.n, profile=profile)
+        elif a.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            dep.remove_canary()
+    return actions, state, inner
+
+
+def started(actions: list) -> list:
+    return [(n, c) for kind, n, c in actions if kind == ActionKind.START_CANARY]
+
+
+def test_a_better_method_is_tried_first_and_promoted_by_the_judge() -> None:
+    # Qwen3.6-35B-A3B: DFlash 2.06x against MTP's 1.49x (the article).
+    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    actions, state, inner = drive(t, seed=0, windows=30)
+    assert started(actions)[0] == (7, 1)  # the untried alternative, at its own N, before any N of MTP
+    assert (ActionKind.PROMOTE, 7, 1) in actions
+    assert state.stable == 1 and inner.method == "dflash" and inner.stable_n == 7
+    rows = {r["method"]: r for r in tour.standings(state, inner, bench.contenders(t))}
+    assert rows["dflash"]["role"] == "stable"
+    assert rows["dflash"]["acceptedLength"] == pytest.approx(t.entry("dflash").expected_length(7), rel=0.05)
+    # The MTP it replaced stays measured: worse, with its own accepted length and best N.
+    assert rows["mtp"]["role"] == "measured" and rows["mtp"]["measuredGain"] < -0.2
+    assert rows["mtp"]["acceptedLength"] > 1 and rows["mtp"]["bestN"] is not None
+
+
+def test_a_worse_method_is_rolled_back_and_the_stable_method_is_kept() -> None:
+    # Qwen3.5-27B on GSM8K: the built-in MTP beat DFlash.
+    t = article("qwen35-27b-gsm8k-mtp-vs-dflash")
+    actions, state, inner = drive(t, seed=0, windows=20)
+    assert started(actions)[0] == (7, 1)
+    assert (ActionKind.ROLLBACK, 7, 1) in actions
+    assert not any(kind == ActionKind.PROMOTE and c == 1 for kind, _, c in actions)
+    assert state.stable == 0 and inner.method == "mtp"
+    assert state.entries[1].gain is not None and state.entries[1].gain < 0
+
+
+def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> None:
+    # Under 64-128 sequences per pod DFlash at its usual N=7 loses to MTP, but DFlash at N=2 is the best of all.
+    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    assert t.oracle() == ("dflash", 2)
+    actions, state, inner = drive(t, seed=0, windows=60)
+    canaries = started(actions)
+    assert canaries[0] == (7, 1) and (ActionKind.ROLLBACK, 7, 1) in actions
+    assert (2, 1) in canaries[1:]  # measured at 7, estimated best at 2, canaried there
+    assert (inner.method, inner.stable_n) == ("dflash", 2)
+
+
+def test_the_tournament_resumes_from_its_status_exactly() -> None:
+    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    assert drive(t, seed=1, windows=50, via_status=True)[0] == drive(t, seed=1, windows=50)[0]
+
+
+def test_other_contenders_start_a_new_tournament() -> None:
+    cs = [tour.Contender("mtp", 3), tour.Contender("dflash", 7)]
+    state = tour.Tournament.new(cs)
+    state.stable = 1
+    assert tour.Tournament.from_status(state.to_status(), cs).stable == 1
+    other = [tour.Contender("mtp", 3), tour.Contender("eagle3", 3)]
+    assert tour.Tournament.from_status(state.to_status(), other).stable == 0
+    assert tour.Tournament.from_status({"version": 1, "key": state.key, "stable": 9, "entries": []}, cs).stable == 0
+
+
+def test_an_untried_method_is_worth_a_canary_unless_canaries_are_very_dear() -> None:
+    value, cost = tour.try_value(0.02, canary_share=0.25)
+    assert value > 5 * cost
+    value, cost = tour.try_value(0.5, canary_share=1.0)
+    assert value < cost
+
+
+def test_off_as_a_contender_runs_no_speculation() -> None:
+    off = tour.Contender("off", 0)
+    assert off.tuning(TUNING).candidates == [0]
+
+
+def test_bench_cli_writes_the_documented_rows(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    doc = json.loads((PROFILES / "tournaments-article.json").read_text())
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"tournaments": doc["tournaments"][:1]}))
+    out = tmp_path / "out.json"
+    parser = cli_parser()
+    args = parser.parse_args(["bench", "tournament", "--profiles", str(src), "--seeds", "1", "--windows", "24",
+                              "--json", str(out)])
+    assert args.func(args) == 0
+    res = json.loads(out.read_text())
+    (r,) = res["results"]
+    assert {"name", "seed", "chosen_method", "chosen_n", "canaries", "promotions"} <= set(r)
+    assert all(set(p) == {"from", "to"} and len(p["from"]) == 2 for p in r["promotions"])
+    assert set(res["baselines"]) == {"sweep", "tune-n"}
+    assert "mean regret" in capsys.readouterr().out
+
+
+def test_bench_cli_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    doc = json.loads((PROFILES / "tournaments-article.json").read_text())
+    bad = doc["tournaments"][0]
+    bad["start"] = {"method": "eagle3", "n": 3}
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"tournaments": [bad]}))
+    args = cli_parser().parse_args(["bench", "tournament", "--profiles", str(src)])
+    assert args.func(args) == 2
+    assert "start.method 'eagle3' is none of the entries' methods" in capsys.readouterr().err
+
+
+def cli_parser():
+    import argparse
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    return parser
+
+
+@pytest.mark.parametrize("split", sorted(SPLITS))
+def test_generated_tournaments_are_what_the_generator_builds(split: str) -> None:
+    shipped = json.loads((PROFILES / f"tournaments-{split}.json").read_text())
+    assert shipped == json.loads(json.dumps(build(split)))
+    tournaments = bench.load_tournaments(json.dumps(shipped))
+    assert {t.family for t in tournaments} == {"dense", "moe", "tp", "old-gpu", "compute"}
+
+
+def test_article_tournaments_are_what_the_calibration_builds() -> None:
+    shipped = json.loads((PROFILES / "tournaments-article.json").read_text())
+    assert shipped == json.loads(json.dumps(build("article")))
