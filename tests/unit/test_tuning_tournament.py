@@ -60,7 +60,9 @@ def test_a_better_method_is_tried_first_and_promoted_by_the_judge() -> None:
     # Qwen3.6-35B-A3B: DFlash 2.06x against MTP's 1.49x (the article).
     t = article("qwen36-35b-a3b-mtp-vs-dflash")
     actions, state, inner = drive(t, seed=0, windows=30)
-    assert started(actions)[0] == (7, 1)  # the untried alternative, at its own N, before any N of MTP
+    # No speculation first (it anchors every method's step cost), then the untried alternative at its own N,
+    # before any other N of MTP.
+    assert started(actions)[:2] == [(0, 0), (7, 1)]
     assert (ActionKind.PROMOTE, 7, 1) in actions
     assert state.stable == 1 and inner.method == "dflash" and inner.stable_n == 7
     rows = {r["method"]: r for r in tour.standings(state, inner, bench.contenders(t))}
@@ -74,8 +76,8 @@ def test_a_better_method_is_tried_first_and_promoted_by_the_judge() -> None:
 def test_a_worse_method_is_rolled_back_and_the_stable_method_is_kept() -> None:
     # Qwen3.5-27B on GSM8K: the built-in MTP beat DFlash.
     t = article("qwen35-27b-gsm8k-mtp-vs-dflash")
-    actions, state, inner = drive(t, seed=0, windows=20)
-    assert started(actions)[0] == (7, 1)
+    actions, state, inner = drive(t, seed=0, windows=30)
+    assert started(actions)[:2] == [(0, 0), (7, 1)]
     assert (ActionKind.ROLLBACK, 7, 1) in actions
     assert not any(kind == ActionKind.PROMOTE and c == 1 for kind, _, c in actions)
     assert state.stable == 0 and inner.method == "mtp"
@@ -88,8 +90,8 @@ def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> No
     assert t.oracle() == ("dflash", 2)
     actions, state, inner = drive(t, seed=0, windows=60)
     canaries = started(actions)
-    assert canaries[0] == (7, 1) and (ActionKind.ROLLBACK, 7, 1) in actions
-    assert (2, 1) in canaries[1:]  # measured at 7, estimated best at 2, canaried there
+    assert canaries[:2] == [(0, 0), (7, 1)] and (ActionKind.ROLLBACK, 7, 1) in actions
+    assert (2, 1) in canaries[2:]  # measured at 7, estimated best at 2, canaried there
     assert (inner.method, inner.stable_n) == ("dflash", 2)
 
 
@@ -166,3 +168,13 @@ def test_generated_tournaments_are_what_the_generator_builds(split: str) -> None
 def test_article_tournaments_are_what_the_calibration_builds() -> None:
     shipped = json.loads((PROFILES / "tournaments-article.json").read_text())
     assert shipped == json.loads(json.dumps(build("article")))
+
+
+def test_no_speculation_is_measured_first_and_wins_where_the_method_is_slower() -> None:
+    # Qwen3-8B EAGLE-3 on MATH500 is slower than no speculation (the article); DSpark is faster than both.
+    t = article("qwen3-8b-math500-eagle3-vs-dspark-vs-off")
+    actions, state, inner = drive(t, seed=0, windows=40)
+    promotions = [(n, c) for kind, n, c in actions if kind == ActionKind.PROMOTE]
+    assert promotions[0] == (0, None)  # N=0 of the stable's own method: an N promotion, not a method switch
+    assert tour.anchored(inner)
+    assert (inner.method, state.stable) == ("dspark", 1)

@@ -55,6 +55,9 @@ PRIOR_SD = 0.25
 # Windows a method canary serves nothing: another checkpoint loads (and compiles) before it is Ready.
 SWITCH_RESTART_WINDOWS = 2.0
 MAX_RECORDS = 48  # the running method canary's windows
+# A loser's second canary needs its expected goodput at its best N above the stable's by the margin, and
+# still above it this many sds lower (a gain more likely than not by about 70%).
+RETRY_SD = 0.5
 
 
 class Stage(StrEnum):
@@ -214,6 +217,34 @@ def anchored_pairs(stable_model: StepModel, stable: Sequence[WindowRecord],
             for i, (s, c) in enumerate(both) if c.step_s and s.step_s]
 
 
+def anchored(inner: TunerState) -> bool:
+    """Whether the stable's step cost against no speculation is measured (or it is no speculation)."""
+    return inner.stable_n == 0 or any(0 in (p.n_canary, p.n_stable) for p in inner.pairs)
+
+
+def _off_probe(tour: Tournament, inner: TunerState, v: Any, now: float, numbers: dict[str, Any]) -> Action:
+    """The stable's own method at N = 0 was canaried: its windows are the N tuner's (acceptance, paired step
+    times); a win is an N promotion of the stable's method."""
+    canary = tour.records
+    by_seq = {r.seq: r for r in _stable_records(inner) if r.step_s}
+    model = machine.fitted_model(inner)
+    for c in canary:
+        s = by_seq.get(c.seq)
+        inner.add_record(c)
+        if s is not None and c.step_s and s.n == inner.stable_n:
+            inner.add_pair(model.pair(c.n, s.n, (s.load + c.load) / 2, c.step_s, s.step_s))
+    if v.decision == Ruling.ROLLBACK:
+        inner.tried.append(0)
+        return _end_canary(tour, inner, ActionKind.ROLLBACK, f"N=0 (no speculation): {v.reason}", now, numbers)
+    action = _end_canary(tour, inner, ActionKind.PROMOTE, f"N=0 (no speculation): {v.reason}", now, numbers)
+    # An N promotion of the stable's own method: the N tuner waits for the stable track to roll.
+    tour.enter(Stage.IDLE, now)
+    tour.scale *= 1.0 + v.gain
+    inner.stable_n, inner.tried = 0, []
+    inner.enter(Phase.PROMOTING, now)
+    return dataclasses.replace(action, contender=None)
+
+
 def _accepted_length(records: Sequence[WindowRecord]) -> float | None:
     drafts = sum(r.drafts for r in records)
     if drafts <= 0:
@@ -241,6 +272,11 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
             or inner.canaries_in_round >= tuning.max_canaries_per_round:
         return None
     value, cost = try_value(tuning.promotion_margin, _share(tuning, obs))
+    untried = [i for i, e in enumerate(tour.entries) if i != tour.stable and e.measured_n is None]
+    own = machine.candidates(inner, contenders[tour.stable].tuning(tuning))
+    if untried and value > cost and not anchored(inner) and 0 in own:
+        return tour.stable, 0, ("no speculation (N=0) not measured yet: it is a contender, and the anchor of "
+                                "every method's step cost on this machine")
     for i, (c, e) in enumerate(zip(contenders, tour.entries)):
         if i != tour.stable and e.measured_n is None and value > cost:
             return i, c.n, (f"{c.method} untried: expected value {value:.2%} over cost {cost:.2%} "
@@ -249,10 +285,10 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
         return None
     # Second chances, once the stable's N is tuned: the contender expected to beat it most.
     # N = 0 is no speculation whatever the method: the stable's own N tuner scores it. A second canary needs
-    # its gain likely (one sd) as well as expected above the margin.
+    # its gain fairly likely (RETRY_SD below the expectation still a gain) as well as expected above the margin.
     retry = [(e.expected / tour.scale - 1.0, i) for i, e in enumerate(tour.entries)
              if i != tour.stable and not e.retried and e.expected is not None and e.best_n
-             and e.best_n != e.measured_n and e.expected - (e.sd or 0.0) > tour.scale]
+             and e.best_n != e.measured_n and e.expected - RETRY_SD * (e.sd or 0.0) > tour.scale]
     gain, i = max(retry, default=(0.0, -1))
     if gain < tuning.promotion_margin:
         return None
@@ -315,6 +351,8 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
         return Action(ActionKind.KEEP_ANALYSING, tour.canary_n, v.reason, contender=tour.canary)
     i, n = tour.canary, tour.canary_n
     assert i is not None and n is not None
+    if i == tour.stable:
+        return _off_probe(tour, inner, v, now, numbers)
     c = contenders[i]
     pairs = anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
     _measure(tour.entries[i], c, tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
@@ -404,7 +442,7 @@ def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequen
         t.records = (t.records + [record(st.seq, "canary", w, obs.window_s)])[-MAX_RECORDS:]
     promoted = list(t.records)
     action = _analyse(t, st, tuning, contenders, obs, now)
-    if action.kind == ActionKind.PROMOTE:
+    if action.kind == ActionKind.PROMOTE and action.contender is not None:
         st = _switched(t, st, contenders, promoted, now)
         st.enter(Phase.OBSERVING, now)
     return t, st, action
