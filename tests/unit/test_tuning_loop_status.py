@@ -4,6 +4,7 @@ the Events."""
 
 from __future__ import annotations
 
+from specpilot.api.models import Speculative
 from specpilot.controller import tuning_status as ts
 from specpilot.controller.reconcile import plan_from
 from specpilot.scrape.pods import PodScrape, PodTarget
@@ -103,7 +104,7 @@ def test_a_hand_edit_of_n_restarts_the_tuner_at_it_and_keeps_the_history() -> No
     assert ts.edited_by_hand(status, 5)
     state = _state(stable_n=7, phase="analysing", canary_n=5, round=2,
                    history=[{"action": "promote", "n": 7}])
-    fresh = ts.restart_at_spec(state, 5, now=10.0)
+    fresh = ts.restart_at_spec(state, Speculative(method=state.method, num_speculative_tokens=5), now=10.0)
     assert (fresh.stable_n, fresh.canary_n, fresh.phase, fresh.round) == (5, None, "observing", 1)
     assert fresh.history[0] == {"action": "promote", "n": 7} and fresh.history[-1]["action"] == "reset"
 

@@ -3,7 +3,8 @@
 Each pod runs what the operator rendered for it: N, method, served model name and port come from its
 mounted `engine.json`; the workload (acceptance curve, step times) is the profile named by the
 `specpilot.io/sim-profile` annotation of the SpeculativeDeployment that owns the pod (found through
-ownerReferences, so both tracks serve it and the operator never sees it); `specpilot.io/sim-time-scale`
+ownerReferences, so both tracks serve it and the operator never sees it), or, for a pod running another
+method of a tournament, its `specpilot.io/sim-profile-<method>` annotation; `specpilot.io/sim-time-scale`
 there makes the engine's clock run faster than wall time. The engine binds the pod's 127.x address,
 readiness is its `/health`, and deleting the pod drains it as vLLM's --shutdown-timeout does, then stops
 it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
@@ -56,15 +57,17 @@ class SimEngineRuntime:
         """What the pod's engine runs; None for a pod that names no profile. Raises ValueError."""
         annotations = next((o["metadata"].get("annotations") or {} for o in ctx.owners
                             if SIM_PROFILE_ANNOTATION in (o["metadata"].get("annotations") or {})), {})
-        name = annotations.get(SIM_PROFILE_ANNOTATION)
-        if not name:
+        if not annotations.get(SIM_PROFILE_ANNOTATION):
             return None
-        if name not in self.profiles:
-            raise ProfileError(f"no profile {name!r}; known: {', '.join(sorted(self.profiles))}")
         text = ctx.files.get(ENGINE_CONFIG_PATH)
         if text is None:
             raise ValueError(f"{ENGINE_CONFIG_PATH} is not mounted")
         engine = EngineConfig.model_validate(json.loads(text))
+        # A method tournament runs other drafters for the same target: `<annotation>-<method>` names theirs.
+        name = annotations.get(f"{SIM_PROFILE_ANNOTATION}-{engine.speculative.method}") \
+            or annotations[SIM_PROFILE_ANNOTATION]
+        if name not in self.profiles:
+            raise ProfileError(f"no profile {name!r}; known: {', '.join(sorted(self.profiles))}")
         return sim_config(engine, self.profiles[name], ctx.ip,
                           time_scale=sim_time_scale(annotations), seed=pod_seed(ctx.name))
 

@@ -3,6 +3,7 @@ pruned; status from what the children report. Synchronous: the async side runs i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from specpilot.controller.events import EventRecorder
 from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
+from specpilot.tuning import tournament
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,10 @@ class TrackPlan:
     canary_n: int | None
     stable_schedule: tuple[tuple[int, ...], ...] | None = None  # [lo, hi, K] rows (schedule mode)
     canary_schedule: tuple[tuple[int, ...], ...] | None = None
+    # Contender each track runs (0: spec.speculative, i: spec.tuning.alternatives[i - 1]); the method tournament
+    # writes them to status.tournament (None: the stable's).
+    stable_contender: int = 0
+    canary_contender: int | None = None
 
 
 def _rows(value: Any) -> tuple[tuple[int, ...], ...] | None:
@@ -49,12 +55,22 @@ def _rows(value: Any) -> tuple[tuple[int, ...], ...] | None:
 
 
 def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
+    """The plan status.tuning and status.tournament ask for, as written (plan_tracks checks them against the
+    spec); a method canary of the tournament is the canary track."""
     tuning = status.get("tuning") or {}
     if not tuning_enabled:
         return TrackPlan(None, None)
     canary_n = tuning.get("canaryN")
-    return TrackPlan(tuning.get("stableN"), canary_n, _rows(tuning.get("stableSchedule")),
+    plan = TrackPlan(tuning.get("stableN"), canary_n, _rows(tuning.get("stableSchedule")),
                      _rows(tuning.get("canarySchedule")) if canary_n is not None else None)
+    tour = status.get("tournament")
+    if not isinstance(tour, dict):
+        return plan
+    plan = dataclasses.replace(plan, stable_contender=tour.get("stable", 0))
+    if tour.get("canary") is None:
+        return plan
+    return dataclasses.replace(plan, canary_n=tour.get("canaryN"), canary_schedule=None,
+                               canary_contender=tour["canary"])
 
 
 def _lists(rows: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
@@ -63,10 +79,19 @@ def _lists(rows: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
 
 def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     """A status.tuning the tuner did not write renders as spec N without a canary, as the tuning loop restarts
-    from it (tuning_resume.py); the loop reports it."""
-    if tuning_resume.problem(status.get("tuning"), sd) is not None:
+    from it (tuning_resume.py); the loop reports it. With alternatives, status.tournament (read back only
+    when it is the tournament's own, for these contenders) says which contender each track runs: a method
+    canary is its canary."""
+    if not sd.spec.tuning.enabled:
         return TrackPlan(None, None)
-    return plan_from(sd.spec.tuning.enabled, status)
+    tour = tournament.Tournament.from_status(status.get("tournament"), tournament.contenders_of(sd.spec))
+    if tuning_resume.problem(status.get("tuning"), sd.for_contender(tour.stable)) is not None:
+        return TrackPlan(None, None)
+    plan = plan_from(True, {"tuning": status.get("tuning")})
+    if tour.canary is not None:
+        return dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, stable_contender=tour.stable,
+                                   canary_contender=tour.canary)
+    return dataclasses.replace(plan, stable_contender=tour.stable)
 
 
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +191,8 @@ class Reconciler:
             desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj),
                                     stable_schedule=_lists(plan.stable_schedule),
                                     canary_schedule=_lists(plan.canary_schedule),
-                                    defaults=self.serving)
+                                    defaults=self.serving, stable_contender=plan.stable_contender,
+                                    canary_contender=plan.canary_contender)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
             # what runs alone and say so; retrying would not help until the loop writes another plan.
@@ -208,7 +234,8 @@ class Reconciler:
         self._count_children((ns, name), Counter(kind for kind, _ in live))
         deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
-        new_status = st.running_status(old_status, generation, sd.spec.speculative.method, rollout,
+        new_status = st.running_status(old_status, generation,
+                                       sd.for_contender(plan.stable_contender).spec.speculative.method, rollout,
                                        sd.spec.tuning.enabled)
         new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
         self._write_status(path, old_status, new_status)

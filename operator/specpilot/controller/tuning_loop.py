@@ -34,7 +34,7 @@ from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, 
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
-from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, step
+from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament
 
 log = logging.getLogger(__name__)
 
@@ -148,22 +148,29 @@ class TuningLoop:
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> list[dict[str, Any]] | None:
         """One analysis window; returns the serving pods when it listed them."""
         spec, now = sd.spec, time.time()
-        old = (obj.get("status") or {}).get("tuning")
-        state, invalid = tuning_resume.resume(old, sd, now)
+        status = obj.get("status") or {}
+        old = status.get("tuning")
+        contenders = tournament.contenders_of(spec)
+        tour = tournament.Tournament.from_status(status.get("tournament"), contenders, now)
+        state, invalid = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
         if invalid is not None:
             # Said once: the fresh state written here is valid, so the next window resumes it quietly.
+            tour = tournament.Tournament.new(contenders, now)
+            state, _ = tuning_resume.resume(old, sd, now)
             message = (f"status.tuning was not written by the tuner ({invalid}): tuning restarts from spec "
                        f"N={state.stable_n}")
-            await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None)
+            await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None,
+                               tour)
             self.events.warning(obj, tuning_resume.INVALID_STATE, message)
             self.counter.reset()
             return None
         if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
-            # Acted on before any scrape: the user wins even while metrics are unavailable.
+            # Acted on before any scrape: the user wins even while metrics are unavailable (and a method
+            # tournament starts over from spec.speculative).
             before = list(state.history)
-            state = ts.restart_at_spec(state, spec.speculative.num_speculative_tokens, now)
+            state = ts.restart_at_spec(state, spec.speculative, now)
             cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
-            await self._commit(obj, sd, before, state, cond, None)
+            await self._commit(obj, sd, before, state, cond, None, tournament.Tournament.new(contenders, now))
             self.counter.reset()
             return None
         # Deployments from the reconciler's child cache (the operator's watches of them); pods are listed.
@@ -184,11 +191,13 @@ class TuningLoop:
         if elapsed is None:
             return pods  # the first scrape only sets the baseline of each pod
         obs = ts.observations(deployments, targets, deltas, elapsed)
-        new_state, action = step(state, spec.tuning, obs, now)
-        await self._commit(obj, sd, state.history, new_state, ts.tuning_condition(new_state, action), obs.stable)
+        tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
+        await self._commit(obj, sd, state.history, new_state,
+                           ts.tuning_condition(new_state, action, tour, contenders), obs.stable, tour)
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
-            serving = new_state.canary_n is not None and any(
-                t.ready for t in targets if t.track == "canary" and t.n == new_state.canary_n)
+            canary_n = new_state.canary_n if tour.canary is None else tour.canary_n
+            serving = canary_n is not None and any(
+                t.ready for t in targets if t.track == "canary" and t.n == canary_n)
             await self._route(obj, spec.tuning.canary.http_route, traffic.canary_weight(sd, serving))
         stable_goodput = observed_goodput(obs.stable, obs.window_s)
         self.metrics.record(self.namespace, self.name, action, now,
@@ -202,11 +211,15 @@ class TuningLoop:
         return pods
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
-                      state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None) -> None:
+                      state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None,
+                      tour: tournament.Tournament) -> None:
         spec_n = sd.spec.speculative.num_speculative_tokens
-        await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable))
+        contenders = tournament.contenders_of(sd.spec)
+        standing = ts.tournament_status(tour, state, contenders)
+        await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable,
+                                                         standing))
         for entry in ts.new_entries(old_history, state.history):
-            decision = ts.decision_event(entry)
+            decision = ts.decision_event(entry, contenders)
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             poster(obj, decision.reason, decision.message)  # posted in the background
 
@@ -272,14 +285,19 @@ class TuningLoop:
             sd = load(obj)
         except InvalidSpeculativeDeployment:
             return
-        old = (obj.get("status") or {}).get("tuning")
+        status = obj.get("status") or {}
+        old = status.get("tuning")
         if sd.spec.tuning.enabled or not old:
             return
         now = time.time()
-        state, _ = tuning_resume.resume(old, sd, now)
-        state, _ = step(state, sd.spec.tuning, Observations(0.0, None), now)
+        contenders = tournament.contenders_of(sd.spec)
+        tour = tournament.Tournament.from_status(status.get("tournament"), contenders, now)
+        state, _ = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
+        tour, state, _ = tournament.step(tour, state, sd.spec.tuning, contenders, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
-        await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n}})
+        standing = ts.tournament_status(tour, state, contenders)
+        await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n},
+                                          "tournament": standing})
 
 
 def _generation(obj: dict[str, Any]) -> int | None:

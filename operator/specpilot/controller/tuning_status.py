@@ -10,10 +10,11 @@ rollback and stop -> the canary goes and stable is untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from specpilot_runtime.vllm_metrics import Snapshot, mean_acceptance_length
 
+from specpilot.api.models import Speculative
 from specpilot.controller import status as st
 from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
@@ -21,6 +22,7 @@ from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
 from specpilot.tuning.observations import DRAFTED_PER_POS_ABSENT, acceptance_note
 from specpilot.tuning.schedule import schedule_text
+from specpilot.tuning.tournament import Contender, Tournament, standings
 
 # status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
 # edits spec N by hand, the two differ and the user wins (the tuner restarts from the new N).
@@ -88,9 +90,11 @@ def edited_by_hand(tuning_status: dict[str, Any] | None, spec_n: int) -> bool:
     return recorded is not None and recorded != spec_n
 
 
-def restart_at_spec(state: TunerState, spec_n: int, now: float) -> TunerState:
-    """A fresh tuner at the user's N, keeping the decision history (with this reset in it)."""
-    fresh = TunerState.new(state.method, spec_n, state.block_size, now)
+def restart_at_spec(state: TunerState, spec: Speculative, now: float) -> TunerState:
+    """A fresh tuner at the user's method and N (spec.speculative: a tournament starts over from it), keeping
+    the decision history (with this reset in it)."""
+    spec_n = spec.num_speculative_tokens
+    fresh = TunerState.new(spec.method, spec_n, spec.block_size, now)
     fresh.history = list(state.history)
     fresh.log({"time": now, "seq": state.seq, "round": state.round, "phase": state.phase,
                "action": ActionKind.RESET, "n": spec_n,
@@ -98,19 +102,38 @@ def restart_at_spec(state: TunerState, spec_n: int, now: float) -> TunerState:
     return fresh
 
 
-def tuning_condition(state: TunerState, action: Action) -> tuple[str, str, str]:
-    """(status, reason, message) of the Tuning condition after a decision."""
-    where = f"stable N={state.stable_n}" + (f", canary N={state.canary_n}" if state.canary_n is not None else "")
-    return "True", PHASE_REASONS[state.phase], f"round {state.round}, {where}: {action.reason}"
+def tuning_condition(state: TunerState, action: Action, tour: Tournament | None = None,
+                     contenders: Sequence[Contender] = ()) -> tuple[str, str, str]:
+    """(status, reason, message) of the Tuning condition after a decision; with a method tournament the
+    tracks' methods are named."""
+    stable = f"stable N={state.stable_n}"
+    canary = f", canary N={state.canary_n}" if state.canary_n is not None else ""
+    if tour is not None and contenders:
+        stable = f"stable {contenders[tour.stable].method} N={state.stable_n}"
+        if tour.canary is not None:
+            canary = f", canary {contenders[tour.canary].method} N={tour.canary_n}"
+    return "True", PHASE_REASONS[state.phase], f"round {state.round}, {stable}{canary}: {action.reason}"
+
+
+def tournament_status(tour: Tournament | None, state: TunerState,
+                      contenders: Sequence[Contender]) -> dict[str, Any] | None:
+    """status.tournament: the tournament's state and, per contender, what is known of it (None: no alternatives,
+    which removes the key)."""
+    if tour is None or len(contenders) < 2:
+        return None
+    return {**tour.to_status(), "standings": standings(tour, state, contenders)}
 
 
 def status_patch(old_status: dict[str, Any], state: TunerState, spec_n: int, condition: tuple[str, str, str],
-                 generation: int | None, stable: TrackWindow | None) -> dict[str, Any]:
-    """The merge patch of status after a window: the tuner's state, the Tuning condition, accepted length."""
+                 generation: int | None, stable: TrackWindow | None,
+                 tournament: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The merge patch of status after a window: the tuner's state, the method tournament's (None removes
+    it), the Tuning condition, accepted length."""
     conds = st.set_condition(list(old_status.get("conditions") or []), st.TUNING, *condition, generation)
     conds = _acceptance_condition(conds, state, generation)
     patch: dict[str, Any] = {"tuning": {**state.to_status(), SPEC_N_KEY: spec_n}, "conditions": conds,
-                             "servedSchedule": schedule_text(state.stable_schedule) or None}
+                             "servedSchedule": schedule_text(state.stable_schedule) or None,
+                             "tournament": tournament}
     length = mean_acceptance_length(stable.delta) if stable is not None else None
     if length is not None:
         patch["acceptedLength"] = round(length, 4)
@@ -169,12 +192,15 @@ def _numbers(numbers: dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def decision_event(entry: dict[str, Any]) -> Decision:
+def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = ()) -> Decision:
+    """The Event for a history entry; a method canary's (entry["contender"]) names its method."""
     action = ActionKind(entry["action"])
     reason = EVENT_REASONS[action]
     schedule = entry.get("schedule")
     served = f" schedule {schedule_text(schedule)}" if isinstance(schedule, list) and schedule else ""
-    message = f"{action} N={entry.get('n')}{served} (round {entry.get('round')}): {entry.get('reason', '')}"
+    who = entry.get("contender")
+    method = f" {contenders[who].method}" if isinstance(who, int) and 0 <= who < len(contenders) else ""
+    message = f"{action}{method} N={entry.get('n')}{served} (round {entry.get('round')}): {entry.get('reason', '')}"
     numbers = _numbers(entry.get("numbers") or {})
     return Decision("Warning" if action == ActionKind.ROLLBACK else "Normal", reason,
                     f"{message}. {numbers}" if numbers else message)

@@ -55,11 +55,15 @@ def render_service(sd: SpeculativeDeployment, owner: dict[str, Any] | None = Non
 def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int | None = None,
            owner: dict[str, Any] | None = None, defaults: ServingDefaults = DEFAULT_SERVING,
            stable_schedule: list[list[int]] | None = None,
-           canary_schedule: list[list[int]] | None = None) -> list[dict[str, Any]]:
+           canary_schedule: list[list[int]] | None = None,
+           stable_contender: int = 0, canary_contender: int | None = None) -> list[dict[str, Any]]:
     """Every child: the stable track, the Service, and the canary track when `canary_n` is given; each
-    track serves its batch-size schedule when the tuner chose one."""
-    objects = (render_track(sd, "stable", stable_n, owner, canary_n is not None, defaults, stable_schedule)
+    track serves its batch-size schedule when the tuner chose one, and runs its contender's method and
+    draft (0: spec.speculative; i: spec.tuning.alternatives[i - 1]; the canary's defaults to the stable's)."""
+    objects = (render_track(sd.for_contender(stable_contender), "stable", stable_n, owner, canary_n is not None,
+                            defaults, stable_schedule)
                + [render_service(sd, owner)])
     if canary_n is not None:
-        objects += render_track(sd, "canary", canary_n, owner, defaults=defaults, schedule=canary_schedule)
+        canary = sd.for_contender(stable_contender if canary_contender is None else canary_contender)
+        objects += render_track(canary, "canary", canary_n, owner, defaults=defaults, schedule=canary_schedule)
     return objects

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from specpilot.api.models import Tuning, duration_seconds
+from specpilot.api.models import SpeculativeDeploymentSpec, Tuning, duration_seconds
 from specpilot_runtime.speculative import METHODS, OFF
 
 from . import machine
@@ -77,6 +77,7 @@ class Contender:
     n: int
     block_size: int | None = None
     candidates: tuple[int, ...] = ()
+    draft: str | None = None  # the draft checkpoint: two heads of one method are two contenders
 
     def tuning(self, tuning: Tuning) -> Tuning:
         """The spec the N tuner sees while this contender is the stable's."""
@@ -85,7 +86,7 @@ class Contender:
         return tuning.model_copy(update={"candidates": list(self.candidates)}) if self.candidates else tuning
 
     def key(self) -> str:
-        return f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}"
+        return f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}:{self.draft or ''}"
 
 
 @dataclass
@@ -143,20 +144,28 @@ class Tournament:
     def from_status(cls, status: dict[str, Any] | None, contenders: Sequence[Contender],
                     now: float = 0.0) -> "Tournament":
         """Resume from `status.tournament`; start afresh when it is absent, unreadable or for other contenders."""
-        s = status or {}
+        s = status if isinstance(status, dict) else {}
         if s.get("version") != STATUS_VERSION or s.get("key") != _key(contenders):
             return cls.new(contenders, now)
-        entries = [Entry.from_json(e) for e in s.get("entries", []) if isinstance(e, dict)]
-        stable = s.get("stable")
-        if len(entries) != len(contenders) or not isinstance(stable, int) or not 0 <= stable < len(contenders):
+        # Anyone who may write the status subresource can put anything here: what does not read back as
+        # the tournament's own state starts a new one.
+        try:
+            entries = [Entry.from_json(e) for e in s["entries"]]
+            stable, canary, canary_n = s["stable"], s.get("canary"), s.get("canaryN")
+            if len(entries) != len(contenders) or not _index(stable, len(contenders)) \
+                    or (canary is not None and not (_index(canary, len(contenders)) and _index(canary_n, 65))):
+                return cls.new(contenders, now)
+            scale = float(s.get("scale", 1.0))
+            since = s.get("analysisFromSeq")
+            if not math.isfinite(scale) or scale <= 0 or not (since is None or _index(since, 2 ** 62)):
+                return cls.new(contenders, now)
+            return cls(key=s["key"], entries=entries, stable=stable, stage=Stage(s.get("stage", Stage.IDLE)),
+                       canary=canary, canary_n=canary_n if canary is not None else None,
+                       stage_since=float(s.get("stageSince", now)), analysis_from_seq=s.get("analysisFromSeq"),
+                       scale=scale, canaries=int(s.get("canaries", 0)),
+                       records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:])
+        except (KeyError, TypeError, ValueError, AttributeError):
             return cls.new(contenders, now)
-        canary = s.get("canary")
-        return cls(key=s["key"], entries=entries, stable=stable, stage=Stage(s.get("stage", Stage.IDLE)),
-                   canary=canary if isinstance(canary, int) and 0 <= canary < len(contenders) else None,
-                   canary_n=s.get("canaryN"), stage_since=float(s.get("stageSince", now)),
-                   analysis_from_seq=s.get("analysisFromSeq"), scale=float(s.get("scale", 1.0)),
-                   canaries=int(s.get("canaries", 0)),
-                   records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:])
 
     def to_status(self) -> dict[str, Any]:
         return {"version": STATUS_VERSION, "key": self.key, "stable": self.stable, "stage": self.stage,
@@ -170,6 +179,18 @@ class Tournament:
     def enter(self, stage: Stage, now: float) -> None:
         self.stage = stage
         self.stage_since = now
+
+
+def contenders_of(spec: SpeculativeDeploymentSpec) -> list[Contender]:
+    """spec.speculative (contender 0) and spec.tuning.alternatives (1, 2, ...) as the tuner sees them."""
+    ways = [(spec.speculative, spec.tuning.candidates), *((a, a.candidates or spec.tuning.candidates)
+                                                         for a in spec.tuning.alternatives or ())]
+    return [Contender(s.method, s.num_speculative_tokens, s.block_size, tuple(sorted(set(c or ()))), s.draft_model)
+            for s, c in ways]
+
+
+def _index(value: Any, size: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
 
 
 def _key(contenders: Sequence[Contender]) -> str:
