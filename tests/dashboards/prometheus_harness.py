@@ -92,6 +92,10 @@ class OperatorExposition:
             # As during a schedule canary: both tracks serve a schedule.
             self.tuner.schedules(*key, {"stable": [[1, 8, d.n_stable], [9, 4096, 1]],
                                         "canary": [[1, 32, d.n_canary], [33, 4096, 0]]})
+            # As during a method tournament: the stable method, one measured and one being canaried.
+            self.tuner.methods(*key, [{"contender": 0, "method": "mtp", "role": "stable"},
+                                      {"contender": 1, "method": "dflash", "role": "measured", "expectedGain": 0.2},
+                                      {"contender": 2, "method": "eagle3", "role": "canary", "expectedGain": -0.1}])
         return generate_latest(m.registry)
 
 

@@ -88,7 +88,7 @@ def test_required_panels_exist() -> None:
             "Generation tokens/s", "Time per output token", "Running requests",
             "KV cache use"} <= titles["speculative-decoding"]
     assert {"N by track", "Decision timeline", "Predicted goodput by N",
-            "Observed vs predicted goodput"} <= titles["tuner"]
+            "Observed vs predicted goodput", "Method tournament"} <= titles["tuner"]
     assert {"Reconciles/s by result", "Reconcile errors/s", "Reconcile latency"} <= titles["operator"]
 
 

@@ -43,6 +43,10 @@ TUNER_OBSERVED_GOODPUT = f"{PREFIX}_tuner_observed_goodput_tokens_per_second"
 # Gauge, labels (namespace, deployment, track, batch_sizes): N a track serves in each batch-size range of its
 # schedule (tuning mode schedule), batch_sizes as "lo-hi" ("lo+" for the last range); absent without one.
 TUNER_SCHEDULE = f"{PREFIX}_tuner_schedule_num_speculative_tokens"
+# Gauge, labels (namespace, deployment, contender, method, role): with spec.tuning.alternatives, each measured
+# contender's expected goodput at its best N relative to the stable track's (the stable's is 1); contender
+# "0" is spec.speculative, "i" alternatives[i - 1]; role one of ROLES. Untried contenders have no series.
+TUNER_METHOD_GOODPUT = f"{PREFIX}_tuner_method_relative_goodput"
 
 LABEL_NAMESPACE = "namespace"
 LABEL_DEPLOYMENT = "deployment"
@@ -53,6 +57,12 @@ LABEL_TRACK = "track"
 LABEL_DECISION = "decision"
 LABEL_NUM_SPECULATIVE_TOKENS = "num_speculative_tokens"
 LABEL_BATCH_SIZES = "batch_sizes"
+LABEL_CONTENDER = "contender"
+LABEL_METHOD = "method"
+LABEL_ROLE = "role"
+
+# Values of the `role` label of TUNER_METHOD_GOODPUT.
+ROLES = ("stable", "canary", "measured")
 
 # Values of the `result` label of RECONCILES.
 RESULT_APPLIED = "applied"      # children created or changed

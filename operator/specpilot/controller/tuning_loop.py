@@ -205,6 +205,8 @@ class TuningLoop:
                             predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
         self.metrics.schedules(self.namespace, self.name, {"stable": new_state.stable_schedule,
                                                            "canary": new_state.canary_schedule})
+        standing = ts.tournament_status(tour, new_state, contenders)
+        self.metrics.methods(self.namespace, self.name, standing["standings"] if standing else None)
         if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)

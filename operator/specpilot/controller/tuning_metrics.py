@@ -55,6 +55,10 @@ class TunerMetrics:
                               [NS, DEP, m.LABEL_TRACK], registry=registry)
         self.schedule = Gauge(m.TUNER_SCHEDULE, "N a track serves in each batch-size range of its schedule.",
                               [NS, DEP, m.LABEL_TRACK, m.LABEL_BATCH_SIZES], registry=registry)
+        self.method_goodput = Gauge(m.TUNER_METHOD_GOODPUT,
+                                    "Expected goodput of each measured contender at its best N, relative to the "
+                                    "stable track's.", [NS, DEP, m.LABEL_CONTENDER, m.LABEL_METHOD, m.LABEL_ROLE],
+                                    registry=registry)
 
     def record(self, ns: str, name: str, action: Action, now: float, observed: dict[str, float | None],
                predicted: dict[int, float]) -> None:
@@ -78,9 +82,18 @@ class TunerMetrics:
                 ranges = f"{lo}+" if i == len(rows or []) - 1 else f"{lo}-{hi}"
                 self.schedule.labels(ns, name, track, ranges).set(k)
 
+    def methods(self, ns: str, name: str, standings: list[dict[str, Any]] | None) -> None:
+        """The method tournament's standings as they are now (None: no alternatives, no series)."""
+        self.method_goodput.remove_by_labels({NS: ns, DEP: name})
+        for row in standings or []:
+            value = 1.0 if row["role"] == "stable" else (
+                1.0 + row["expectedGain"] if row.get("expectedGain") is not None else None)
+            if value is not None:
+                self.method_goodput.labels(ns, name, str(row["contender"]), row["method"], row["role"]).set(value)
+
     def forget(self, ns: str, name: str) -> None:
         """Tuning is off or the object is gone: its gauges go (the TunerStalled alert reads `last`)."""
-        for gauge in (self.last, self.observed, self.predicted, self.schedule):
+        for gauge in (self.last, self.observed, self.predicted, self.schedule, self.method_goodput):
             gauge.remove_by_labels({NS: ns, DEP: name})
 
     def drop(self, ns: str, name: str) -> None:

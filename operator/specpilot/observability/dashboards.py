@@ -112,7 +112,14 @@ def tuner() -> Dashboard:
               "(vLLM's num_speculative_tokens_per_batch_size). Empty: every batch size runs the track's N.",
               (Query(f"max by ({BY_TRACK}, {op.LABEL_BATCH_SIZES}) ({op.TUNER_SCHEDULE}{{{TRACK_FILTER}}})",
                      DEPLOYMENT_TRACK + " batch {{batch_sizes}}", instant=True),),
-              type="bargauge", unit="short", min=0, width=24),
+              type="bargauge", unit="short", min=0, width=12),
+        Panel("Method tournament",
+              "With spec.tuning.alternatives: each measured method's expected goodput at its best N, relative "
+              "to the stable track's (1). Above 1 by the promotion margin: worth a canary at that N.",
+              (Query(f"max by (namespace, deployment, {op.LABEL_METHOD}, {op.LABEL_ROLE}) "
+                     f"({op.TUNER_METHOD_GOODPUT}{{{OPERATOR_FILTER}}})",
+                     DEPLOYMENT + " {{method}} ({{role}})", instant=True),),
+              type="bargauge", unit="percentunit", min=0, width=12),
     ))
     goodput = Row("Goodput", (
         Panel("Predicted goodput by N",
