@@ -54,8 +54,8 @@ def test_every_field_has_a_type_and_description() -> None:
 
 def test_free_form_fields_are_only_where_the_models_pass_values_through() -> None:
     free = {path for path, node in _nodes(open_api_schema()) if node.get("x-kubernetes-preserve-unknown-fields")}
-    assert free == {"spec.speculative.extra", "spec.engine.resources", "spec.engine.tolerations[]",
-                    "status.tuning"}
+    assert free == {"spec.speculative.extra", "spec.tuning.alternatives[].extra", "spec.engine.resources",
+                    "spec.engine.tolerations[]", "status.tuning", "status.tournament"}
 
 
 def test_enums_bounds_and_defaults() -> None:
@@ -99,14 +99,16 @@ def test_crd_yaml_parses_back_to_the_object() -> None:
 
 
 def test_cel_limit_on_n_equals_the_runtime_rule_for_every_method_and_block_size() -> None:
-    expression = max_n_expression("self")
+    # Read from the spec (spec.speculative) and from the speculative object itself (an alternative).
+    on_spec, on_item = max_n_expression("self.speculative"), max_n_expression("self")
     for method in METHODS:
         for block in (None, 4, 8, 16, 32):
-            spec: dict[str, Any] = {"speculative": {"method": method}}
+            speculative: dict[str, Any] = {"method": method}
             if block is not None:
-                spec["speculative"]["blockSize"] = block
+                speculative["blockSize"] = block
             limit = max_n(method, block)
-            assert evaluate(f"({expression}) == {limit}", spec), (method, block, limit)
+            assert evaluate(f"({on_spec}) == {limit}", {"speculative": speculative}), (method, block, limit)
+            assert evaluate(f"({on_item}) == {limit}", speculative), (method, block, limit)
 
 
 def test_draft_model_rules_list_the_methods_speculative_py_names() -> None:

@@ -129,3 +129,16 @@ def test_new_history_entries_become_events_with_their_numbers() -> None:
                                "numbers": {"stable_n": 3, "gain_pct": {"0": -40.0, "7": 12.5}}})
     assert (start.event_type, start.reason) == ("Normal", "TuningStartCanary")
     assert "against stable N=3: N=0 -40.0%, N=7 +12.5%" in start.message
+
+
+def test_old_pods_at_the_same_n_are_not_the_tracks_during_a_rollout() -> None:
+    # Another method at the same N rolls the stable Deployment: its pods at N=7 are not all the new template's.
+    deployment = {**_deployment("stable", 7), "status": {"updatedReplicas": 1, "observedGeneration": 2}}
+    deployment["metadata"] = {**deployment["metadata"], "generation": 2}
+    targets = [_target(f"s{i}", "stable", 7) for i in range(3)]
+    assert ts.track_window(deployment, targets, {}) is not None
+    assert ts.observations([deployment], targets, {}, window_s=6.0).stable.ready_pods == 0  # no delta yet
+    stale = {**deployment, "metadata": {**deployment["metadata"], "generation": 3}}
+    delta = {("stable", 7): TrackDelta(7, DELTA, 3, 0)}
+    assert ts.observations([stale], targets, delta, window_s=6.0).stable.ready_pods == 0
+    assert ts.observations([deployment], targets, delta, window_s=6.0).stable.ready_pods == 1

@@ -29,8 +29,9 @@ from .rules import RULES
 Schema = dict[str, Any]
 
 _PRINTER_COLUMNS = [
-    {"name": "Method", "type": "string", "jsonPath": ".spec.speculative.method",
-     "description": "Speculative-decoding method."},
+    {"name": "Method", "type": "string", "jsonPath": ".status.method",
+     "description": "Speculative-decoding method the stable pods run (the tuner may choose one of "
+                    "spec.tuning.alternatives)."},
     {"name": "N", "type": "integer", "jsonPath": ".status.numSpeculativeTokens",
      "description": "num_speculative_tokens the stable pods run."},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",

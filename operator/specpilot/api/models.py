@@ -77,6 +77,8 @@ PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
+# Alternatives a tournament may hold: each costs a canary (and a checkpoint load) to measure.
+MAX_ALTERNATIVES = 8
 
 
 def _methods(draft_model: str) -> list[str]:
@@ -159,6 +161,15 @@ class Speculative(_Model):
     extra: dict[str, Any] = Field(
         default_factory=dict, max_length=MAX_EXTRA_KEYS,
         description="Other vLLM speculative-config keys, passed through (validated against vLLM 0.33's keys).")
+
+
+class Alternative(Speculative):
+    """Another way to speculate for the same target, which the tuner may choose instead (spec.tuning.alternatives)."""
+
+    candidates: list[Candidate] | None = Field(
+        None, min_length=1, max_length=MAX_NUM_SPECULATIVE_TOKENS + 1,
+        description="N values the tuner may try with this alternative (0 = speculation off); default: "
+                    "spec.tuning.candidates, else 0..the method's limit.")
 
 
 class EnvVar(_Model):
@@ -271,6 +282,11 @@ class Tuning(_Model):
         2.0, ge=0.0, le=100.0,
         description="A canary whose container restarts per pod in a window exceed errorGate times the stable "
                     "track's, plus one, is rolled back at once, whatever its goodput.")
+    alternatives: list[Alternative] | None = Field(
+        None, max_length=MAX_ALTERNATIVES,
+        description="Other methods (and drafts) for the same target, each with its own N: the tuner canaries "
+                    "each, and promotes one only when measured better, so the stable track may change method "
+                    "as well as N (method off: no speculation). Validated as spec.speculative is.")
     drift_threshold: float = Field(
         0.08, gt=0.0, le=1.0,
         description="After convergence, a relative change of the stable track's accepted tokens per step this "
@@ -337,6 +353,10 @@ class SpeculativeDeploymentStatus(_Model):
                                           "batch size.")
     tuning: dict[str, Any] | None = Field(
         None, description="Tuner state machine (resumable after an operator restart) and decision history.")
+    tournament: dict[str, Any] | None = Field(
+        None, description="Method tournament (with spec.tuning.alternatives): the contender the stable track runs, "
+                          "the method canary, and per contender its measured goodput, mean accepted length, best N "
+                          "and expected goodput (standings).")
 
 
 class SpeculativeDeployment(_Model):
@@ -345,3 +365,14 @@ class SpeculativeDeployment(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: SpeculativeDeploymentSpec
     status: SpeculativeDeploymentStatus | None = None
+
+    def for_contender(self, contender: int) -> "SpeculativeDeployment":
+        """The same deployment running contender `contender`: 0 is spec.speculative, i >= 1 is
+        spec.tuning.alternatives[i - 1] (its candidates become the tuning candidates)."""
+        if contender == 0:
+            return self
+        alt = (self.spec.tuning.alternatives or [])[contender - 1]
+        speculative = Speculative.model_validate(alt.model_dump(exclude={"candidates"}))
+        tuning = self.spec.tuning.model_copy(update={"candidates": alt.candidates or self.spec.tuning.candidates})
+        spec = self.spec.model_copy(update={"speculative": speculative, "tuning": tuning})
+        return self.model_copy(update={"spec": spec})

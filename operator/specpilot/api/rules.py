@@ -60,18 +60,31 @@ def _limits_text() -> str:
     return ", ".join(parts) + f", {MAX_NUM_SPECULATIVE_TOKENS} for other methods; only 0 when method is off"
 
 
-def max_n_expression(spec: str) -> str:
-    """CEL for speculative.max_n(method, blockSize), with `spec` the expression of the spec object."""
-    method = f"{spec}.speculative.method"
+def max_n_expression(speculative: str) -> str:
+    """CEL for speculative.max_n(method, blockSize), with `speculative` the expression of a speculative
+    object (spec.speculative or one of spec.tuning.alternatives)."""
+    method = f"{speculative}.method"
     expr = str(MAX_NUM_SPECULATIVE_TOKENS)
     for name, rule in reversed(list(METHODS.items())):
         if rule.family is Family.NONE:
             expr = f"{method} == '{name}' ? 0 : ({expr})"
         elif rule.block_bound is not None:
-            block = (f"(has({spec}.speculative.blockSize) ? {spec}.speculative.blockSize "
+            block = (f"(has({speculative}.blockSize) ? {speculative}.blockSize "
                      f": {rule.default_block_size})")
             expr = f"{method} == '{name}' ? {block} + ({rule.block_bound}) : ({expr})"
     return expr
+
+
+def _candidates_rule(guard: str, candidates: str, speculative: str, field_path: str, what: str) -> Rule:
+    """`candidates` (a list expression, read when `guard` does not already hold) lie in 0..max_n of the
+    speculative object `speculative`."""
+    limit = max_n_expression(speculative)
+    return {"rule": f"{guard} || {candidates}.all(c, c <= ({limit}))",
+            "fieldPath": field_path,
+            "message": f"every {what} must lie within the method's limits: 0 (speculation off) "
+                       f"up to {_limits_text()}",
+            "messageExpression": f"'every {what} must lie in 0..' + string({limit}) + ' for method ' + "
+                                 f"{speculative}.method + ' (0 turns speculation off)'"}
 
 
 def _prefixes(words: list[str]) -> str:
@@ -155,6 +168,11 @@ def _speculative_rules() -> list[Rule]:
     return rules
 
 
+def _schedule_entry_rules() -> list[Rule]:
+    return [{"rule": "self.minBatchSize <= self.maxBatchSize", "fieldPath": ".maxBatchSize",
+             "message": "maxBatchSize must be >= minBatchSize"}]
+
+
 def _engine_rules() -> list[Rule]:
     other_owned = RESERVED_FLAGS - SPECULATIVE_FLAGS
     return [
@@ -172,19 +190,30 @@ def _engine_rules() -> list[Rule]:
     ]
 
 
-def package_message(method: str, package: str) -> str:
-    return (f"method {method} needs the {package} package, which vLLM's images and specpilot's default images "
-            f"lack (vLLM fails at startup without it): build an image FROM the default one with `pip install "
-            f"{package}`, set spec.image to it and list {package} in spec.imagePackages")
+def package_message(method: str, package: str, where: str = "") -> str:
+    return (f"method {method}{where} needs the {package} package, which vLLM's images and specpilot's default "
+            f"images lack (vLLM fails at startup without it): build an image FROM the default one with `pip "
+            f"install {package}`, set spec.image to it and list {package} in spec.imagePackages")
 
 
 def _package_rules() -> list[Rule]:
-    """A method whose package vLLM does not ship runs only on an image declared to carry it."""
-    return [{"rule": f"self.speculative.method != '{name}' || (has(self.image) && has(self.imagePackages) && "
-                     f"'{rule.package}' in self.imagePackages)",
+    """A method whose package vLLM does not ship runs only on an image declared to carry it, whether
+    spec.speculative or an alternative the tuner may promote names it."""
+    rules: list[Rule] = []
+    for name, rule in METHODS.items():
+        if not rule.package:
+            continue
+        shipped = f"(has(self.image) && has(self.imagePackages) && '{rule.package}' in self.imagePackages)"
+        rules += [
+            {"rule": f"self.speculative.method != '{name}' || {shipped}",
              "fieldPath": ".imagePackages", "reason": "FieldValueRequired",
-             "message": package_message(name, rule.package)}
-            for name, rule in METHODS.items() if rule.package]
+             "message": package_message(name, rule.package)},
+            {"rule": "!has(self.tuning) || !has(self.tuning.alternatives) || "
+                     f"!self.tuning.alternatives.exists(a, a.method == '{name}') || {shipped}",
+             "fieldPath": ".imagePackages", "reason": "FieldValueRequired",
+             "message": package_message(name, rule.package, " (in spec.tuning.alternatives)")},
+        ]
+    return rules
 
 
 def _cluster_fit_rules() -> list[Rule]:
@@ -207,14 +236,8 @@ def _cluster_fit_rules() -> list[Rule]:
 
 def _spec_rules() -> list[Rule]:
     return _package_rules() + _cluster_fit_rules() + [
-        {"rule": "!has(self.tuning) || !has(self.tuning.candidates) || "
-                 f"self.tuning.candidates.all(c, c <= ({max_n_expression('self')}))",
-         "fieldPath": ".tuning.candidates",
-         "message": "every tuning candidate must lie within the method's limits: 0 (speculation off) "
-                    f"up to {_limits_text()}",
-         "messageExpression": "'every tuning candidate must lie in 0..' + "
-                              f"string({max_n_expression('self')}) + ' for method ' + self.speculative.method "
-                              "+ ' (0 turns speculation off)'"},
+        _candidates_rule("!has(self.tuning) || !has(self.tuning.candidates)", "self.tuning.candidates",
+                         "self.speculative", ".tuning.candidates", "tuning candidate"),
         {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
                  f"self.speculative.method != '{OFF}'",
          "fieldPath": ".tuning.enabled",
@@ -231,10 +254,7 @@ def _spec_rules() -> list[Rule]:
 RULES: dict[str, list[Rule]] = {
     "spec": _spec_rules(),
     "spec.speculative": _speculative_rules(),
-    "spec.speculative.schedule[]": [
-        {"rule": "self.minBatchSize <= self.maxBatchSize", "fieldPath": ".maxBatchSize",
-         "message": "maxBatchSize must be >= minBatchSize"},
-    ],
+    "spec.speculative.schedule[]": _schedule_entry_rules(),
     "spec.engine": _engine_rules(),
     "spec.engine.modelCache": [
         {"rule": "has(self.claimName) != has(self.hostPath)",
@@ -249,6 +269,12 @@ RULES: dict[str, list[Rule]] = {
         {"rule": f"!has(self.hostPath) || !self.hostPath.matches('{DOT_SEGMENT}')",
          "fieldPath": ".hostPath", "message": "hostPath must not contain '.' or '..' segments"},
     ],
+    # Each alternative is checked as spec.speculative is, and its own candidates against its own limits.
+    "spec.tuning.alternatives[]": _speculative_rules() + [
+        _candidates_rule("!has(self.candidates)", "self.candidates", "self", ".candidates",
+                         "candidate of this alternative"),
+    ],
+    "spec.tuning.alternatives[].schedule[]": _schedule_entry_rules(),
     "spec.tuning.canary": [
         {"rule": f"duration(self.analysisWindow) >= duration('{MIN_ANALYSIS_WINDOW}')",
          "fieldPath": ".analysisWindow",

@@ -24,17 +24,22 @@ from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, Spe
 
 from . import admission
 from .crd import open_api_schema
-from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, SpeculativeDeployment,
+from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, Speculative, SpeculativeDeployment,
                      SpeculativeDeploymentSpec, gpu_resource)
 from .rules import DOT_SEGMENT
 
+SPECULATIVE_PATH = "spec.speculative"
+CANDIDATES_PATH = "spec.tuning.candidates"
+
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
-# there the semantic problems replace the CEL ones.
+# there the semantic problems replace the CEL ones. An alternative's fields count as spec.speculative's.
 RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculativeTokens",
                    "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args",
-                   "spec.tuning.candidates")
+                   CANDIDATES_PATH)
 
-METHOD_PATH = "spec.speculative.method"
+# spec.speculative.method or spec.tuning.alternatives[i].method (group 1: i).
+METHOD_PATH = re.compile(r"spec\.(?:speculative|tuning\.alternatives\[(\d+)\])\.method")
+ALTERNATIVE_PATH = re.compile(r"spec\.tuning\.alternatives\[\d+\]")
 
 # vLLM's batch-size schedule key: spec.speculative.schedule renders it.
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
@@ -113,47 +118,96 @@ def speculative_config(spec: SpeculativeDeploymentSpec, n: int | None = None,
                              extra=dict(s.extra))
 
 
-def _data_parallel_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
-    """A batch-size schedule (the spec's, or tuning mode schedule) under data parallelism > 1, which vLLM
-    0.33 would silently not serve."""
+def _no_schedule_reason(spec: SpeculativeDeploymentSpec) -> str:
+    """Why vLLM 0.33 would silently not serve a batch-size schedule (data parallelism > 1); "" when it would."""
     dp = data_parallel_size(spec.engine.args)
     if dp <= 1:
-        return []
-    why = (f"vLLM 0.33 serves no batch-size schedule under data parallelism > 1 (spec.engine.args asks for "
-           f"{dp})")
-    found = []
-    if spec.speculative.schedule:
-        found.append(Problem("spec.speculative.schedule", f"{why}: remove the schedule or the data parallelism"))
-    if spec.tuning.enabled and spec.tuning.mode == "schedule":
-        found.append(Problem("spec.tuning.mode", f"{why}: use mode single, or remove the data parallelism"))
-    return found
+        return ""
+    return f"vLLM 0.33 serves no batch-size schedule under data parallelism > 1 (spec.engine.args asks for {dp})"
 
 
 def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     """The rules CEL cannot express, on an already schema-valid spec."""
-    found = speculative_config(spec).problems("spec.speculative", spec.accelerator.count)
+    found = _contender_problems(spec)
+    found += _alternative_problems(spec)
     found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
     found += _resource_problems(spec.engine.resources, gpu_resource(spec.accelerator))
-    found += _data_parallel_problems(spec)
-    if SCHEDULE_KEY in spec.speculative.extra:
-        found.append(Problem(f"spec.speculative.extra.{SCHEDULE_KEY}",
-                             "set spec.speculative.schedule instead: specpilot checks it against N and caps it "
-                             "for canaries started at a lower N"))
-    found += _candidate_problems(spec)
-    if spec.tuning.candidates:
-        for value, count in Counter(spec.tuning.candidates).items():
-            if count > 1:
-                found.append(Problem("spec.tuning.candidates", f"{value} is listed {count} times; list each N once"))
+    why = _no_schedule_reason(spec)
+    if why and spec.tuning.enabled and spec.tuning.mode == "schedule":
+        found.append(Problem("spec.tuning.mode", f"{why}: use mode single, or remove the data parallelism"))
     for name, count in Counter(e.name for e in spec.engine.env).items():
         if count > 1:
             found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
     found += _env_problems(spec)
+    return found
+
+
+def _contender_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """spec.speculative and the candidates it is tuned over: what an alternative is checked for too."""
+    found = speculative_config(spec).problems(SPECULATIVE_PATH, spec.accelerator.count)
+    why = _no_schedule_reason(spec)
+    if why and spec.speculative.schedule:
+        found.append(Problem(f"{SPECULATIVE_PATH}.schedule", f"{why}: remove the schedule or the data parallelism"))
+    if SCHEDULE_KEY in spec.speculative.extra:
+        found.append(Problem(f"{SPECULATIVE_PATH}.extra.{SCHEDULE_KEY}",
+                             f"set {SPECULATIVE_PATH}.schedule instead: specpilot checks it against N and caps it "
+                             "for canaries started at a lower N"))
+    found += _candidate_problems(spec)
+    for value, count in Counter(spec.tuning.candidates or ()).items():
+        if count > 1:
+            found.append(Problem(CANDIDATES_PATH, f"{value} is listed {count} times; list each N once"))
     for key, value in spec.speculative.extra.items():
         size = len(json.dumps(value))
         if size > MAX_EXTRA_VALUE_BYTES:
-            found.append(Problem(f"spec.speculative.extra.{key}",
+            found.append(Problem(f"{SPECULATIVE_PATH}.extra.{key}",
                                  f"is {size} bytes as JSON; at most {MAX_EXTRA_VALUE_BYTES}"))
     return found
+
+
+def _alternative_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """Each alternative checked as spec.speculative is, on the spec the operator renders it from
+    (for_contender), with the problems moved to the alternative's paths; then duplicates."""
+    deployment = SpeculativeDeployment(spec=spec)
+    found: list[Problem] = []
+    for i, alternative in enumerate(spec.tuning.alternatives or ()):
+        where = f"spec.tuning.alternatives[{i}]"
+        moves = {SPECULATIVE_PATH: where, CANDIDATES_PATH: f"{where}.candidates"}
+        for problem in _contender_problems(deployment.for_contender(i + 1).spec):
+            # Inherited candidates are checked as spec.tuning.candidates; the tuner skips those above an
+            # alternative's limit (machine.candidates), so an alternative answers only for its own.
+            if alternative.candidates or not _covers(CANDIDATES_PATH, problem.path):
+                found.append(_moved(problem, moves))
+    return found + _duplicate_alternatives(spec)
+
+
+def _moved(problem: Problem, moves: dict[str, str]) -> Problem:
+    """`problem` with the first of `moves`' paths that covers it replaced, in its path and its message."""
+    for old, new in moves.items():
+        if _covers(old, problem.path):
+            return Problem(new + problem.path[len(old):], problem.message.replace(old, new))
+    return problem
+
+
+def _duplicate_alternatives(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """An alternative that speculates as spec.speculative or an earlier alternative does: the tuner would
+    measure the same drafter twice (it tunes N for each contender already)."""
+    seen = {_drafter(spec.speculative): SPECULATIVE_PATH}
+    found: list[Problem] = []
+    for i, alternative in enumerate(spec.tuning.alternatives or ()):
+        where, drafter = f"spec.tuning.alternatives[{i}]", _drafter(alternative)
+        if drafter in seen:
+            found.append(Problem(where, f"has the same method, draftModel, blockSize and extra as {seen[drafter]}: "
+                                        "the tuner already tries N for it; remove this alternative or change one "
+                                        "of those fields"))
+        else:
+            seen[drafter] = where
+    return found
+
+
+def _drafter(speculative: Speculative) -> str:
+    """What makes two ways to speculate different contenders (N, schedule and candidates are tuned)."""
+    return json.dumps([speculative.method, speculative.draft_model, speculative.block_size, speculative.extra],
+                      sort_keys=True)
 
 
 def policy_problems(spec: SpeculativeDeploymentSpec, policy: Policy) -> list[Problem]:
@@ -221,12 +275,26 @@ def _covers(node: str, path: str) -> bool:
     return path == node or path.startswith((node + ".", node + "["))
 
 
+def _as_speculative(path: str) -> str:
+    """An alternative's path as the same field of spec.speculative (its candidates as spec.tuning.candidates)."""
+    match = ALTERNATIVE_PATH.match(path)
+    if match is None:
+        return path
+    rest = path[match.end():]
+    if _covers(".candidates", rest):
+        return CANDIDATES_PATH + rest[len(".candidates"):]
+    return SPECULATIVE_PATH + rest
+
+
 def _removed_method_reason(problem: Problem, obj: dict[str, Any]) -> Problem:
     """Say why a removed method is refused rather than only listing the methods allowed."""
-    if problem.path != METHOD_PATH:
+    match = METHOD_PATH.fullmatch(problem.path)
+    if match is None:
         return problem
-    # A problem at this path means spec and spec.speculative are objects.
-    method = obj["spec"]["speculative"].get("method")
+    # A problem at this path means every object and list on the way to it is one.
+    spec = obj["spec"]
+    index = match.group(1)
+    method = (spec["speculative"] if index is None else spec["tuning"]["alternatives"][int(index)]).get("method")
     reason = REMOVED_METHODS.get(method) if isinstance(method, str) else None
     return Problem(problem.path, f"{method!r} is not supported: {reason}") if reason else problem
 
@@ -277,7 +345,7 @@ def validate_object(obj: Any, policy: Policy = DEFAULT_POLICY) -> list[Problem]:
     semantic = spec_problems(parsed.spec) + policy_problems(parsed.spec, policy)
     # A rule both layers check: keep the semantic message, which names the item and the value.
     kept = [p for p in api
-            if not (p.path in RECHECKED_PATHS and any(_covers(p.path, s.path) for s in semantic))]
+            if not (_as_speculative(p.path) in RECHECKED_PATHS and any(_covers(p.path, s.path) for s in semantic))]
     return kept + semantic
 
 

@@ -54,6 +54,18 @@ def by_track(deployments: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if TRACK_LABEL in (d["metadata"].get("labels") or {})}
 
 
+def _current_pods(deployment: dict[str, Any]) -> int | None:
+    """Pods of the Deployment's current template, as its controller reports them: a rolling update that keeps
+    N (another method or draft at the same N) still has old pods at that N, which are not the track's."""
+    status = deployment.get("status") or {}
+    if "updatedReplicas" not in status:
+        return None  # no report yet: the pods' N alone tells them apart
+    generation = (deployment.get("metadata") or {}).get("generation")
+    if isinstance(generation, int) and status.get("observedGeneration", generation) < generation:
+        return 0  # the template changed and the controller has not rolled anything yet
+    return int(status.get("updatedReplicas") or 0)
+
+
 def track_window(deployment: dict[str, Any] | None, targets: list[PodTarget],
                  deltas: dict[tuple[str, int], TrackDelta]) -> TrackWindow | None:
     """One track's window: pods at the Deployment's current N only (old pods of a rolling update are not
@@ -65,6 +77,9 @@ def track_window(deployment: dict[str, Any] | None, targets: list[PodTarget],
         return None
     track = deployment["metadata"]["labels"][TRACK_LABEL]
     ready = sum(1 for t in targets if t.track == track and t.n == n and t.ready)
+    current = _current_pods(deployment)
+    if current is not None:
+        ready = min(ready, current)
     got = deltas.get((track, n))
     return TrackWindow(n=n, delta=got.delta if got else Snapshot(), ready_pods=ready if got else 0,
                        desired_pods=int((deployment.get("spec") or {}).get("replicas", 0)),
