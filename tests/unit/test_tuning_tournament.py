@@ -178,3 +178,47 @@ def test_no_speculation_is_measured_first_and_wins_where_the_method_is_slower() 
     assert promotions[0] == (0, None)  # N=0 of the stable's own method: an N promotion, not a method switch
     assert tour.anchored(inner)
     assert (inner.method, state.stable) == ("dspark", 1)
+
+
+SD = {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+      "metadata": {"name": "chat", "namespace": "ns", "uid": "u1"},
+      "spec": {"model": "Qwen/Qwen3.6-35B-A3B", "speculative": {"method": "mtp", "numSpeculativeTokens": 3},
+               "tuning": {"enabled": True, "alternatives": [
+                   {"method": "dflash", "draftModel": "z-lab/dflash-b16", "blockSize": 16,
+                    "numSpeculativeTokens": 7}]}}}
+
+
+def _engine(objects: list, track: str) -> dict:
+    cm = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["labels"]["specpilot.io/track"] == track)
+    return json.loads(next(iter(cm["data"].values())))
+
+
+def test_each_track_renders_its_contender() -> None:
+    from specpilot import render
+    from specpilot.api.validate import load
+    sd = load(SD)
+    objects = render.render(sd, 5, 0, stable_contender=1, canary_contender=0)
+    stable, canary = _engine(objects, "stable"), _engine(objects, "canary")
+    assert stable["speculative"]["method"] == "dflash" and stable["speculative"]["model"] == "z-lab/dflash-b16"
+    assert stable["speculative"]["num_speculative_tokens"] == 5
+    assert "speculative" not in canary  # N=0: no speculation
+    assert _engine(render.render(sd), "stable")["speculative"]["method"] == "mtp"
+
+
+@pytest.mark.parametrize("forged", [
+    {"canary": 1, "canaryN": "7"}, {"canary": 5, "canaryN": 7}, {"stable": 3}, {"stable": True},
+    {"stage": "bogus"}, {"scale": "nan"}, {"scale": -1}, {"records": [{"seq": 1}]}, {"entries": "x"},
+    {"analysisFromSeq": "soon"}, {"key": "mtp:3:::"}])
+def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forged: dict) -> None:
+    from specpilot.api.validate import load
+    from specpilot.controller.reconcile import TrackPlan, plan_tracks
+    sd = load(SD)
+    cs = tour.contenders_of(sd.spec)
+    good = tour.Tournament.new(cs)
+    good.stable, good.canary, good.canary_n = 1, 0, 2
+    status = {"tuning": TunerState.new("dflash", 7).to_status(), "tournament": {**good.to_status(), **forged}}
+    assert tour.Tournament.from_status(status["tournament"], cs).stable == 0
+    plan = plan_tracks(sd, status)
+    assert plan == TrackPlan(None, None)  # the tuner state is dflash's, not spec.speculative's: spec N
+    honest = plan_tracks(sd, {**status, "tournament": good.to_status()})
+    assert (honest.stable_contender, honest.canary_contender, honest.canary_n) == (1, 0, 2)

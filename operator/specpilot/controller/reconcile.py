@@ -85,8 +85,14 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     if not sd.spec.tuning.enabled:
         return TrackPlan(None, None)
     tour = tournament.Tournament.from_status(status.get("tournament"), tournament.contenders_of(sd.spec))
-    if tuning_resume.problem(status.get("tuning"), sd.for_contender(tour.stable)) is not None:
+    stable = sd.for_contender(tour.stable)
+    tuning = status.get("tuning")
+    if tuning_resume.problem(tuning, stable) is not None:
         return TrackPlan(None, None)
+    if isinstance(tuning, dict) and tuning.get("method") not in (None, stable.spec.speculative.method):
+        # The tuner's state is another method's (the spec's method was edited, or a tournament restarted):
+        # its N are not this method's; the loop restarts from spec N.
+        return TrackPlan(None, None, stable_contender=tour.stable)
     plan = plan_from(True, {"tuning": status.get("tuning")})
     if tour.canary is not None:
         return dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, stable_contender=tour.stable,
