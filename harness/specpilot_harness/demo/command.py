@@ -12,12 +12,14 @@ from rich.console import Console
 from specpilot.api.models import DURATION_PATTERN
 from specpilot.tuning import Phase
 from specpilot_harness.demo.mix import MAX_CLIENTS, is_mixed
-from specpilot_harness.demo.session import DemoError, DemoOptions, load_profile, run_demo
+from specpilot_harness.demo.session import DemoError, DemoOptions, resolve_profile, run_demo
+from specpilot_harness.demo.tournament import finished
 from specpilot_harness.realvllm.plot import sweep_plot
 from specpilot_harness.realvllm.run import REAL_METHODS, REAL_WINDOW, real_options, report, run_real, write_json
 
 DEFAULT_PROFILE = "qwen35-122b-mtp-math500"
 MIXED_PROFILE = "mixed-eagle3-chat"
+TOURNAMENT_EXAMPLE = "qwen36-35b-a3b-mtp-vs-dflash"
 TIME_SCALE, MIXED_TIME_SCALE = 3.0, 1.0
 
 
@@ -43,7 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "harness/specpilot_harness/bench/profiles/article.json or the runtime's bundled profiles. "
                         f"A profile with several load levels ({MIXED_PROFILE}: 2 and 32 sequences per pod) is "
                         "served under load cycling through its levels, tuned in schedule mode, and plotted per "
-                        "load level")
+                        "load level. A method tournament's name from "
+                        "harness/specpilot_harness/bench/profiles/tournaments-article.json (e.g. "
+                        f"{TOURNAMENT_EXAMPLE}: MTP vs DFlash) starts at its start method and N with the other "
+                        "methods as spec.tuning.alternatives, shows the tournament's standings live, and ends "
+                        "when every method was measured and the N tuner converged; the summary names the "
+                        "winning method and N against the tournament's best, the plot shows goodput against N "
+                        "per method. Its entries also serve alone as '<tournament>/<method>'")
     p.add_argument("--time-limit", type=float, default=240.0, metavar="SECONDS",
                    help="stop after this long even if the tuner has not converged (default 240)")
     p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 10s with --engine vllm)")
@@ -80,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
     args.out = args.out or Path("out/demo-goodput.png")
     console = Console()
     try:
-        profile = load_profile(args.profile)
+        profile, tournament = resolve_profile(args.profile)
     except DemoError as exc:
         console.print(f"[red]specpilot demo: {exc}[/red]")
         return 1
@@ -97,6 +105,8 @@ def _run(args: argparse.Namespace) -> int:
     except DemoError as exc:
         console.print(f"[red]specpilot demo: {exc}[/red]")
         return 1
+    if tournament is not None:
+        return 0 if finished(status) else 1
     return 0 if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED else 1
 
 

@@ -13,9 +13,11 @@ matplotlib.use("Agg")  # files only: the demo may run without a display
 
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 
+from specpilot_harness.bench.tournament import TournamentProfile  # noqa: E402
 from specpilot_harness.sim.profile import Profile  # noqa: E402
 
 from . import readings  # noqa: E402
+from . import tournament as tour  # noqa: E402
 from .readings import MixTruth  # noqa: E402
 
 BAR_COLORS = ("tab:red", "tab:gray", "tab:green", "white")
@@ -79,6 +81,47 @@ def schedule_plot(truth: MixTruth, profile: Profile, path: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     ax.set_ylim(0, 1.5 * max(max(s.by_level.values()) for s in series))  # room for the legend
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def tournament_plot(status: dict[str, Any], t: TournamentProfile, path: Path, mixed: bool,
+                    time_scale: float = 1.0) -> Path:
+    """A method tournament: goodput against N, one line per method (profile truth at the stable pods' mean
+    load, or over the tournament's load mix), the stable method's measurements (one load level; engine
+    clock, `time_scale` the engines'), and the start, the winner and the best (method, N) marked."""
+    tuning = status.get("tuning") or {}
+    truth = tour.truth(t, tuning, mixed)
+    start, won, oracle = (t.start.method, t.start.n), tour.chosen(status, t), tour.best(truth)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    colors = {}
+    for p in t.ordered():
+        by_n = truth[p.method]
+        (line,) = ax.plot(list(by_n), list(by_n.values()), "-", label=f"{p.method} (truth)")
+        colors[p.method] = line.get_color()
+    stable = tour.stable_profile(status, t).method
+    measured = {} if mixed else readings.observed(tuning, time_scale)
+    if measured:
+        ax.plot(list(measured), list(measured.values()), "s", color=colors[stable], markersize=7, zorder=5,
+                markeredgecolor="black", label=f"{stable}: measured by the tuner")
+    marks = ((start, "o", "tab:red", f"start {start[0]} N={start[1]}", 12),
+             (oracle, "*", "black", f"best {oracle[0]} N={oracle[1]}", 16),
+             (won, "X", "tab:green", f"chosen {won[0]} N={won[1]}", 10))
+    for (method, n), marker, color, label, size in marks:
+        if method in truth and n in truth[method]:
+            ax.plot([n], [truth[method][n]], marker, color=color, markersize=size, label=label,
+                    markerfacecolor="none" if marker == "o" else color)
+    ax.set_xlabel("num_speculative_tokens (N)")
+    ax.set_ylabel(f"goodput per pod {tour.truth_label(tuning, mixed)} (tokens/s)", fontsize=8)
+    ax.set_title(f"{t.name}: {start[0]} N={start[1]} -> {won[0]} N={won[1]} "
+                 f"({t.goodput(won) / t.goodput(t.oracle()):.1%} of the oracle {t.oracle()[0]} N={t.oracle()[1]})",
+                 fontsize=9)
+    ax.set_xticks(range(max(p.max_n for p in t.entries) + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -54,9 +54,11 @@ def latest(tuning: dict[str, Any], track: str) -> dict[str, Any] | None:
     return found[-1] if found else None
 
 
-def observed(tuning: dict[str, Any]) -> dict[int, float]:
-    """Measured goodput per pod at the reference load, for each N that served a window (either track)."""
-    load = reference_load(tuning)
+def observed(tuning: dict[str, Any], time_scale: float = 1.0) -> dict[int, float]:
+    """Measured goodput per pod at the reference load, for each N that served a window (either track).
+    The engines report step times in wall seconds (engine seconds / their time scale); `time_scale` turns
+    the rate back to the engine clock the profile's truth is on."""
+    load = reference_load(tuning) / time_scale
     by_n: dict[int, list[float]] = defaultdict(list)
     for r in records(tuning):
         if r["t"] and "dr" not in r:  # "dr": a track serving a schedule, no single N
@@ -64,18 +66,19 @@ def observed(tuning: dict[str, Any]) -> dict[int, float]:
     return {n: load * mean(v) for n, v in sorted(by_n.items())}
 
 
-def predicted(tuning: dict[str, Any]) -> dict[int, float]:
+def predicted(tuning: dict[str, Any], time_scale: float = 1.0) -> dict[int, float]:
     """The newest plan's goodput per candidate N, scaled by the measurement at the N it was made at."""
-    plan, measured = latest_plan(tuning.get("history") or []), observed(tuning)
+    plan, measured = latest_plan(tuning.get("history") or []), observed(tuning, time_scale)
     if plan is None or plan[0] not in measured:
         return {}
     base = measured[plan[0]]
     return {n: base * (1 + g / 100) for n, g in sorted(plan[1].items())}
 
 
-def truth(profile: Profile, load: float) -> dict[int, float]:
-    """The profile's goodput per pod at every N at `load` sequences per pod."""
-    b = max(1, round(load))
+def truth(profile: Profile, load: float, exact: bool = False) -> dict[int, float]:
+    """The profile's goodput per pod at every N at `load` sequences per pod: rounded to a whole batch, or
+    `exact`ly that mean load (the step of the nearest whole batch), as the measurements are."""
+    b = load if exact else max(1, round(load))
     return {n: 1000 * profile.goodput_at(n, b) for n in range(profile.max_n + 1)}
 
 

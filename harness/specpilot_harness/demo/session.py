@@ -32,9 +32,11 @@ from specpilot.tuning import Phase
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profiles
 from specpilot.api.models import duration_seconds
 
+from . import tournament as tour
+from specpilot_harness.bench.tournament import TournamentProfile
 from .mix import MAX_CLIENTS, MIXED_REPLICAS, MixPlan, is_mixed, mix_plan
-from .plot import demo_plot
-from .view import dashboard, summary
+from .plot import demo_plot, tournament_plot
+from .view import dashboard, summary, tournament_dashboard, tournament_summary
 from specpilot_harness.ports import free_port
 
 NAME, NAMESPACE = "demo", "default"
@@ -65,14 +67,28 @@ class DemoError(RuntimeError):
 def load_profile(name: str) -> Profile:
     profiles = read_profiles(DEFAULT_PROFILE_FILES)
     if name not in profiles:
-        raise DemoError(f"no profile {name!r}; known: {', '.join(sorted(profiles))}")
+        raise DemoError(f"no profile {name!r}; known: {', '.join(sorted(profiles))}; tournaments: "
+                        f"{', '.join(sorted(tour.read_tournaments()))}")
     return profiles[name]
 
 
-def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
+def resolve_profile(name: str) -> tuple[Profile, TournamentProfile | None]:
+    """What `--profile` names: a method tournament (its starting entry and the tournament) or a profile."""
+    found = tour.find_tournament(name)
+    if found is not None:
+        return found.entry(found.start.method), found
+    return load_profile(name), None
+
+
+def manifest(profile: Profile, opts: DemoOptions, tournament: TournamentProfile | None = None) -> dict[str, Any]:
     """The SpeculativeDeployment: the method's usual default N, tuning on, every N the profile serves. For a
     profile with several load levels: schedule mode, and MIXED_REPLICAS pods of which a canary replaces one
-    while it runs, so each pod serves the same share of the load throughout (demo/mix.py)."""
+    while it runs, so each pod serves the same share of the load throughout (demo/mix.py).
+
+    For a method tournament (`profile` its starting entry): the tournament's start method and N, block size
+    16 for block drafters, the other entries as spec.tuning.alternatives and their profiles in per-method
+    annotations (demo/tournament.py); several load levels get the two pods and replace canary but keep
+    single-N tuning (the tournament chooses a method and one N)."""
     rule = METHODS[profile.method]
     speculative: dict[str, Any] = {"method": profile.method, "numSpeculativeTokens": rule.default_n}
     if rule.draft_model == "required":
@@ -81,16 +97,24 @@ def manifest(profile: Profile, opts: DemoOptions) -> dict[str, Any]:
     canary: dict[str, Any] = {"analysisWindow": opts.window, "progressDeadline": "30s"}
     tuning: dict[str, Any] = {"enabled": True, "candidates": list(range(top + 1)), "cooldown": "10m",
                               "canary": canary}
+    annotations = {SIM_PROFILE_ANNOTATION: profile.name}
+    model = f"example/{profile.name}"
+    if tournament is not None:
+        speculative = tour.speculative(profile, tournament.start.n)
+        tuning.update(candidates=list(range(tour.top_n(profile) + 1)), alternatives=tour.alternatives(tournament))
+        annotations = tour.annotations(tournament)
+        model = f"example/{tournament.name}"
     replicas = 1
     if is_mixed(profile):
-        tuning.update(mode="schedule", maxWindowsPerRound=MIXED_WINDOWS_PER_ROUND)
+        if tournament is None:
+            tuning.update(mode="schedule")
+        tuning.update(maxWindowsPerRound=MIXED_WINDOWS_PER_ROUND)
         canary.update(mode="replace", replicas=1)
         replicas = MIXED_REPLICAS
     return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
             "metadata": {"name": NAME, "namespace": NAMESPACE,
-                         "annotations": {SIM_PROFILE_ANNOTATION: profile.name,
-                                         SIM_TIME_SCALE_ANNOTATION: repr(opts.time_scale)}},
-            "spec": {"model": f"example/{profile.name}", "servedModelName": NAME, "replicas": replicas,
+                         "annotations": {**annotations, SIM_TIME_SCALE_ANNOTATION: repr(opts.time_scale)}},
+            "spec": {"model": model, "servedModelName": NAME, "replicas": replicas,
                      "speculative": speculative, "tuning": tuning}}
 
 
@@ -148,8 +172,8 @@ async def _serving(targets: ServiceTargets) -> bool:
 
 async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
     """Run the demo; returns the SpeculativeDeployment's final status."""
-    profile = load_profile(opts.profile)
-    default_n = METHODS[profile.method].default_n
+    profile, tournament = resolve_profile(opts.profile)
+    default_n = METHODS[profile.method].default_n if tournament is None else tournament.start.n
     config, plan = load_config(profile, opts)
     mixed = plan is not None
     clock = LoadClock()
@@ -158,7 +182,7 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
     async with sandbox(opts.workdir) as kubeconfig:
         kube = Kube(load_api_client(str(kubeconfig)))
         path = sd_path(NAMESPACE, NAME)
-        await asyncio.to_thread(kube.apply, manifest(profile, opts), "specpilot-demo")
+        await asyncio.to_thread(kube.apply, manifest(profile, opts, tournament), "specpilot-demo")
         targets = ServiceTargets(service_name(NAME), NAMESPACE, str(kubeconfig))
         load: asyncio.Task[Any] | None = None
         status: dict[str, Any] = {}
@@ -173,9 +197,15 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                     status = (obj or {}).get("status") or {}
                     now = clock.phase(config)
                     line = plan.label(*now) if plan is not None and now is not None else None
-                    live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s, line, mixed))
-                    if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED:
-                        break
+                    if tournament is not None:
+                        live.update(tournament_dashboard(status, tournament, elapsed, opts.time_limit_s, line,
+                                                         mixed, opts.time_scale))
+                        if tour.finished(status):
+                            break
+                    else:
+                        live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s, line, mixed))
+                        if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED:
+                            break
                     await asyncio.sleep(POLL_S)
         finally:
             if load is not None:
@@ -183,6 +213,13 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                 await asyncio.gather(load, return_exceptions=True)
             targets.close()
         (opts.workdir / "status.json").write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
+        if tournament is not None:
+            plot = tournament_plot(status, tournament, opts.out, mixed, opts.time_scale)
+            console.print()
+            console.print(tournament_summary(status, tournament, time.monotonic() - started,
+                                             str(plot) if plot else None, mixed,
+                                             load_text(config, plan)))
+            return status
         plot = demo_plot(status, profile, default_n, opts.out, mixed)
         console.print()
         console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Group
 from rich.table import Table
@@ -12,7 +12,10 @@ from specpilot_harness.sim.profile import Profile
 
 from specpilot.tuning.schedule import schedule_text
 
+from specpilot_harness.bench.tournament import TournamentProfile
+
 from . import readings
+from . import tournament as tour
 from .mix import MixPlan, spread_goodput
 
 DECISIONS_SHOWN = 8
@@ -37,11 +40,12 @@ def _survival_table(tuning: dict[str, Any], max_n: int) -> Table:
     return table
 
 
-def _goodput_table(tuning: dict[str, Any], profile: Profile) -> Table:
-    measured, predicted = readings.observed(tuning), readings.predicted(tuning)
-    truth = readings.truth(profile, readings.reference_load(tuning))
+def _goodput_table(tuning: dict[str, Any], profile: Profile, prefix: str = "", time_scale: float = 1.0,
+                   exact: bool = False) -> Table:
+    measured, predicted = readings.observed(tuning, time_scale), readings.predicted(tuning, time_scale)
+    truth = readings.truth(profile, readings.reference_load(tuning), exact)
     oracle = readings.best(truth)
-    table = Table(title=f"Goodput per pod at {readings.reference_load(tuning):.1f} sequences, tokens/s "
+    table = Table(title=f"{prefix}Goodput per pod at {readings.reference_load(tuning):.1f} sequences, tokens/s "
                         "(engine clock)", title_justify="left")
     for name in ("N", "measured", "predicted", "profile", ""):
         table.add_column(name, justify="right" if name else "left")
@@ -58,12 +62,14 @@ def _goodput_table(tuning: dict[str, Any], profile: Profile) -> Table:
     return table
 
 
-def _decisions_table(tuning: dict[str, Any]) -> Table:
+def _decisions_table(tuning: dict[str, Any], describe: Callable[[dict[str, Any]], str] | None = None) -> Table:
+    """The latest decisions; `describe`: how to show an entry's N (a tournament names the method canary's
+    method)."""
     table = Table(title="Decisions", title_justify="left")
     for name in ("window", "action", "N", "why"):
         table.add_column(name)
     for entry in (tuning.get("history") or [])[-DECISIONS_SHOWN:]:
-        n = str(entry.get("n"))
+        n = describe(entry) if describe is not None else str(entry.get("n"))
         if entry.get("schedule"):
             n += f" [{schedule_text(entry['schedule'])}]"
         table.add_row(str(entry.get("seq")), str(entry.get("action")), n, str(entry.get("reason", ""))[:90])
@@ -167,6 +173,124 @@ def summary(status: dict[str, Any], profile: Profile, default_n: int, wall_s: fl
         for h in history) or "none")
     table.add_row("windows", f"{tuning.get('seq', 0)} ({wall_s:.0f}s wall)")
     table.add_row("phase", str(tuning.get("phase", "-")))
+    if plot:
+        table.add_row("plot", plot)
+    return table
+
+
+def _pct(value: Any) -> str:
+    return f"{value:+.1%}" if isinstance(value, (int, float)) else ""
+
+
+def _standings_table(status: dict[str, Any], t: TournamentProfile, mixed: bool) -> Table:
+    """status.tournament's standings per contender, beside the tournament's truth for its method."""
+    tuning = status.get("tuning") or {}
+    truth = tour.truth(t, tuning, mixed)
+    oracle = tour.best(truth)
+    standings = {r.get("contender"): r for r in (status.get("tournament") or {}).get("standings") or []}
+    table = Table(title=f"Method tournament {t.name}: standings (goodput vs the stable; profile truth "
+                        f"{tour.truth_label(tuning, mixed)}, tokens/s)", title_justify="left")
+    for name in ("#", "method", "role", "N", "accepted length", "expected vs stable (best N)",
+                 "measured vs stable", "truth at N", "truth best N"):
+        table.add_column(name, justify="left" if name in ("method", "role") else "right")
+    for i, (p, first_n) in enumerate(tour.start_ns(t)):
+        row = standings.get(i, {})
+        role = str(row.get("role", "-"))
+        n = row.get("n")
+        shown_n = str(n) if n is not None else f"({first_n} first)"
+        length = row.get("acceptedLength")
+        expected = ""
+        if row.get("expectedGain") is not None:
+            expected = f"{_pct(row['expectedGain'])} ± {row.get('sd') or 0.0:.1%} (N={row.get('bestN')})"
+        by_n, at_n = truth[p.method], ""
+        if isinstance(n, int) and n in by_n:
+            at_n = f"{by_n[n]:.0f} ({by_n[n] / truth[oracle[0]][oracle[1]]:.0%})"
+        top = readings.best(by_n)
+        table.add_row(str(i), p.method, role, shown_n, f"{length:.2f}" if isinstance(length, (int, float)) else "",
+                      expected, _pct(row.get("measuredGain")), at_n, f"{top} ({by_n[top]:.0f})",
+                      style="bold" if role == "stable" else None)
+    table.caption = (f"(%) truth at N over the best (method, N) {tour.truth_label(tuning, mixed)}: {oracle[0]} "
+                     f"N={oracle[1]}; the tournament's oracle over its load mix: {t.oracle()[0]} N={t.oracle()[1]}")
+    table.caption_justify = "left"
+    return table
+
+
+def tournament_dashboard(status: dict[str, Any], t: TournamentProfile, elapsed: float, limit: float,
+                         load: str | None = None, mixed: bool = False, time_scale: float = 1.0) -> Group:
+    """The live view of a method tournament: the tuner's line, the standings, survival and goodput against N
+    of the stable method (its N tuner's windows, on the engine clock: `time_scale` the engines'), and the
+    decisions naming each method canary's method."""
+    tuning = status.get("tuning") or {}
+    state = status.get("tournament") or {}
+    stable = tour.stable_profile(status, t)
+    canary_method = tour.method_of(t, state.get("canary"))
+    canary = (f"{canary_method} N={state.get('canaryN')} (method canary)" if canary_method is not None
+              else f"N={status['canaryNumSpeculativeTokens']}" if status.get("canaryNumSpeculativeTokens") is not None
+              else "-")
+    cond = _condition(status, "Tuning")
+    head = Text.assemble(
+        ("specpilot demo ", "bold"), f"tournament {t.name} ({' vs '.join(p.method for p in t.ordered())}), "
+                                     f"started {t.start.method} N={t.start.n}   ",
+        f"{elapsed:.0f}s / {limit:.0f}s\n",
+        (f"load: {load}\n" if load else ""),
+        f"phase {tuning.get('phase', '-')}, round {tuning.get('round', '-')}, windows {tuning.get('seq', 0)}, "
+        f"stable {status.get('method') or stable.method} N={status.get('numSpeculativeTokens')}, canary {canary}, "
+        f"accepted length {status.get('acceptedLength') or '-'}\n",
+        f"tournament stage {state.get('stage', '-')}, method canaries {state.get('canaries', 0)}"
+        f"{', over' if tour.finished(status) else ''}\n",
+        (f"Tuning: {cond.get('reason', '')}: {cond.get('message', '')}", "dim"))
+    parts: list[Any] = [head, _standings_table(status, t, mixed), _survival_table(tuning, stable.max_n)]
+    if not mixed:  # under load that moves, windows at one N come from different loads
+        parts.append(_goodput_table(tuning, stable, prefix=f"{stable.method} (stable): ", time_scale=time_scale,
+                                    exact=True))
+    parts.append(_decisions_table(tuning, lambda h: tour.describe(h, t)))
+    return Group(*parts)
+
+
+def tournament_summary(status: dict[str, Any], t: TournamentProfile, wall_s: float, plot: str | None,
+                       mixed: bool = False, load: str | None = None) -> Table:
+    """Which method and N won, against the tournament's oracle (the best (method, N) by true goodput over its
+    load mix) and against the start."""
+    tuning = status.get("tuning") or {}
+    state = status.get("tournament") or {}
+    start = (t.start.method, t.start.n)
+    won, oracle = tour.chosen(status, t), t.oracle()
+    table = Table(title="Summary", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("tournament", f"{t.name}: {', '.join(p.name for p in t.ordered())}")
+    table.add_row("winner", f"{start[0]} N={start[1]} -> {won[0]} N={won[1]} (the tournament's oracle: "
+                            f"{oracle[0]} N={oracle[1]}{', found' if won == oracle else ''})")
+    levels = ", ".join(f"{w:.0%} at {b}" for b, w in sorted(t.concurrency.items()))
+    table.add_row("goodput", f"{t.goodput(won) / t.goodput(start) - 1:+.1%} over the start; "
+                             f"{t.goodput(won) / t.goodput(oracle):.1%} of the oracle (profile truth over the "
+                             f"tournament's load mix: {levels} sequences per pod)")
+    if not mixed:
+        truth = tour.truth(t, tuning, mixed)
+        here = tour.best(truth)
+        table.add_row("as served here", f"{truth[won[0]][won[1]] / truth[start[0]][start[1]] - 1:+.1%} over the "
+                                        f"start {tour.truth_label(tuning, mixed)} (best there: {here[0]} "
+                                        f"N={here[1]})")
+    rows = []
+    for r in state.get("standings") or []:
+        text = f"{r.get('method')}: {r.get('role')}"
+        if r.get("n") is not None:
+            text += f" N={r['n']}"
+        if r.get("measuredGain") is not None:
+            text += f", measured {_pct(r['measuredGain'])} vs the stable of the time"
+        if r.get("expectedGain") is not None:
+            text += f", expected {_pct(r['expectedGain'])} at N={r.get('bestN')}"
+        rows.append(text)
+    table.add_row("standings", "; ".join(rows) or "none (no window judged yet)")
+    if load:
+        table.add_row("load", load)
+    history = tuning.get("history") or []
+    table.add_row("canaries", ", ".join(tour.canaries(history, t)) or "none")
+    table.add_row("decisions", ", ".join(f"{h['action']} {tour.describe(h, t)}" for h in history
+                                         if h.get("action") not in ("hold", "keep_analysing")) or "none")
+    table.add_row("windows", f"{tuning.get('seq', 0)} ({wall_s:.0f}s wall)")
+    table.add_row("phase", f"{tuning.get('phase', '-')}; tournament "
+                           f"{'over' if tour.finished(status) else 'not over: ' + str(state.get('stage', '-'))}")
     if plot:
         table.add_row("plot", plot)
     return table

@@ -55,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="extended resource each node advertises with --nodes (repeatable; default: "
                         f"{', '.join(DEFAULT_GPU_RESOURCES)})")
     p.add_argument("--sim-profiles", type=Path, action="append", default=[], metavar="FILE",
-                   help="profiles files the sim-profile annotation names a profile of (repeatable; default: "
-                        "the tuner benchmark's article.json, then the runtime's bundled examples)")
+                   help="profiles files the sim-profile annotations name a profile of (repeatable; a tournaments "
+                        "file's entries are named <tournament>/<method>; default: the tuner benchmark's "
+                        "article.json and tournaments-article.json, then the runtime's bundled examples)")
     p.set_defaults(func=_run)
 
 

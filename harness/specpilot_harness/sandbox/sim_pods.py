@@ -26,22 +26,45 @@ from specpilot_runtime.engine_config import EngineConfig
 from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, pod_seed, sim_config, sim_time_scale
 from specpilot_harness.sim.profile import BUNDLED_PROFILES, Profile, ProfileError, load_profiles
 from specpilot_harness.sim import server as sim_server
+from specpilot_harness.bench.tournament import load_tournaments
 
 from specpilot.render.names import ENGINE_CONFIG_PATH
 from specpilot_harness.sandbox.pods import PodContext, pre_stop_sleep
 
-# The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the runtime's bundled examples.
-ARTICLE_PROFILES = Path(__file__).resolve().parents[1] / "bench" / "profiles" / "article.json"
+# The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the
+# runtime's bundled examples, then the article's method head-to-heads (`specpilot bench tournament`), whose
+# entries are named "<tournament>/<method>".
+BENCH_PROFILES = Path(__file__).resolve().parents[1] / "bench" / "profiles"
+ARTICLE_PROFILES = BENCH_PROFILES / "article.json"
 BUNDLED = Path(sim_server.__file__).resolve().parent / BUNDLED_PROFILES
-DEFAULT_PROFILE_FILES = (ARTICLE_PROFILES, BUNDLED)
+ARTICLE_TOURNAMENTS = BENCH_PROFILES / "tournaments-article.json"
+DEFAULT_PROFILE_FILES = (ARTICLE_PROFILES, BUNDLED, ARTICLE_TOURNAMENTS)
 HEALTH_TIMEOUT_S = 2.0
 
 
+def is_tournament_file(text: str) -> bool:
+    """A tournaments file ({"tournaments": [...]}, bench/tournament.py) rather than a profiles file."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return False  # load_profiles says what is wrong with it
+    return isinstance(doc, dict) and "tournaments" in doc and "profiles" not in doc
+
+
+def profiles_in(path: Path) -> dict[str, Profile]:
+    """The profiles of one file: a profiles file's by name, or every entry of a tournaments file as
+    "<tournament>/<method>" (each with its tournament's load mix and noise)."""
+    text = path.read_text(encoding="utf-8")
+    if is_tournament_file(text):
+        return {e.name: e for t in load_tournaments(text, str(path)) for e in t.entries}
+    return load_profiles(text, str(path))
+
+
 def read_profiles(files: tuple[Path, ...]) -> dict[str, Profile]:
-    """Every profile of `files`; a name found in an earlier file wins."""
+    """Every profile of `files` (profiles or tournaments files); a name found in an earlier file wins."""
     out: dict[str, Profile] = {}
     for path in reversed(files):
-        out.update(load_profiles(path.read_text(encoding="utf-8"), str(path)))
+        out.update(profiles_in(path))
     return out
 
 
