@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +19,8 @@ from specpilot_harness.sim.profile import ProfileError, load_profiles
 from . import operator_bench, tournament, tuned_bench
 from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
+
+T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,16 +56,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tuned_bench.register(sub)
 
 
-def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:
+    """The parsed file, or None after saying on stderr why it cannot be read."""
     try:
-        profiles = list(load_profiles(args.profiles.read_text(encoding="utf-8"), str(args.profiles)).values())
+        return parse(path.read_text(encoding="utf-8"), str(path))
     except OSError as e:
-        err.print(f"[red]error:[/red] cannot read {args.profiles}: {e.strerror}")
-        return 2
+        err.print(f"[red]error:[/red] cannot read {path}: {e.strerror}")
     except ProfileError as e:
         err.print(f"[red]error:[/red] {e}")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    found = _read(args.profiles, load_profiles, err)
+    if found is None:
         return 2
+    profiles = list(found.values())
     if args.seeds < 1:
         err.print("[red]error:[/red] --seeds must be at least 1")
         return 2
@@ -113,13 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_tournament(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    try:
-        tournaments = tournament.load_tournaments(args.profiles.read_text(encoding="utf-8"), str(args.profiles))
-    except OSError as e:
-        err.print(f"[red]error:[/red] cannot read {args.profiles}: {e.strerror}")
-        return 2
-    except ProfileError as e:
-        err.print(f"[red]error:[/red] {e}")
+    tournaments = _read(args.profiles, tournament.load_tournaments, err)
+    if tournaments is None:
         return 2
     if args.seeds < 1 or args.windows < 8:
         err.print("[red]error:[/red] --seeds must be at least 1 and --windows at least 8")

@@ -41,8 +41,12 @@ def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path:
     ax.set_ylabel(f"goodput per pod at {readings.reference_load(tuning):.1f} sequences (tokens/s)")
     ax.set_title(f"{profile.name} ({profile.method})")
     ax.set_xticks(range(profile.max_n + 1))
+    return _save(fig, ax, path, legend_size=8)
+
+
+def _save(fig: Any, ax: Any, path: Path, legend_size: int) -> Path:
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=legend_size, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -120,13 +124,7 @@ def tournament_plot(status: dict[str, Any], t: TournamentProfile, path: Path, mi
                  f"({t.goodput(won) / t.goodput(t.oracle()):.1%} of the oracle {t.oracle()[0]} N={t.oracle()[1]})",
                  fontsize=9)
     ax.set_xticks(range(max(p.max_n for p in t.entries) + 1))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, legend_size=7)
 
 
 def demo_plot(status: dict[str, Any], profile: Profile, default_n: int, path: Path, mixed: bool) -> Path | None:
