@@ -23,9 +23,10 @@ from .readings import MixTruth  # noqa: E402
 BAR_COLORS = ("tab:red", "tab:gray", "tab:green", "white")
 
 
-def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path: Path) -> Path:
+def goodput_plot(tuning: dict[str, Any], profile: Profile, default_n: int, path: Path,
+                 time_scale: float = 1.0) -> Path:
     truth = readings.truth(profile, readings.reference_load(tuning))
-    measured, predicted = readings.observed(tuning), readings.predicted(tuning)
+    measured, predicted = readings.observed(tuning, time_scale), readings.predicted(tuning, time_scale)
     chosen = int(tuning.get("stableN", default_n))
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
     ax.plot(list(truth), list(truth.values()), "-", color="0.6", label="profile (truth)")
@@ -127,12 +128,14 @@ def tournament_plot(status: dict[str, Any], t: TournamentProfile, path: Path, mi
     return _save(fig, ax, path, legend_size=7)
 
 
-def demo_plot(status: dict[str, Any], profile: Profile, default_n: int, path: Path, mixed: bool) -> Path | None:
+def demo_plot(status: dict[str, Any], profile: Profile, default_n: int, path: Path, mixed: bool,
+              time_scale: float = 1.0) -> Path | None:
     """The demo's PNG for its profile: per load level for a mixed one, else goodput against N (which needs
-    the tuner's window records); None when there is nothing to plot."""
+    the tuner's window records, brought back to the engines' clock: `time_scale`); None when there is
+    nothing to plot."""
     tuning = status.get("tuning") or {}
     if mixed:
         truth = readings.mix_truth(profile, default_n, int(tuning.get("stableN", default_n)),
                                    tuning.get("stableSchedule"))
         return schedule_plot(truth, profile, path)
-    return goodput_plot(tuning, profile, default_n, path) if tuning.get("records") else None
+    return goodput_plot(tuning, profile, default_n, path, time_scale) if tuning.get("records") else None

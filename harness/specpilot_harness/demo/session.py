@@ -203,7 +203,8 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                         if tour.finished(status):
                             break
                     else:
-                        live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s, line, mixed))
+                        live.update(dashboard(status, profile, default_n, elapsed, opts.time_limit_s, line, mixed,
+                                              opts.time_scale))
                         if (status.get("tuning") or {}).get("phase") == Phase.CONVERGED:
                             break
                     await asyncio.sleep(POLL_S)
@@ -220,7 +221,7 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
                                              str(plot) if plot else None, mixed,
                                              load_text(config, plan)))
             return status
-        plot = demo_plot(status, profile, default_n, opts.out, mixed)
+        plot = demo_plot(status, profile, default_n, opts.out, mixed, opts.time_scale)
         console.print()
         console.print(summary(status, profile, default_n, time.monotonic() - started, str(plot) if plot else None,
                               mixed, load_text(config, plan) if mixed else None, plan))

@@ -111,9 +111,9 @@ def _schedules(status: dict[str, Any]) -> str:
 
 
 def dashboard(status: dict[str, Any], profile: Profile, default_n: int, elapsed: float, limit: float,
-              load: str | None = None, mixed: bool = False) -> Group:
+              load: str | None = None, mixed: bool = False, time_scale: float = 1.0) -> Group:
     """The live view; `load`: what the load generator does now (a mixed profile's phase), `mixed`: show the
-    schedules and goodput per load level."""
+    schedules and goodput per load level; `time_scale`: the engines' (measurements back on their clock)."""
     tuning = status.get("tuning") or {}
     cond = _condition(status, "Tuning")
     head = Text.assemble(
@@ -127,7 +127,8 @@ def dashboard(status: dict[str, Any], profile: Profile, default_n: int, elapsed:
         (f"Tuning: {cond.get('reason', '')}: {cond.get('message', '')}", "dim"))
     parts: list[Any] = [head, _survival_table(tuning, profile.max_n)]
     # Under load that moves, windows at one N come from different loads: no curve of goodput against N.
-    parts.append(_levels_table(status, profile, default_n) if mixed else _goodput_table(tuning, profile))
+    parts.append(_levels_table(status, profile, default_n) if mixed
+                 else _goodput_table(tuning, profile, time_scale=time_scale))
     parts.append(_decisions_table(tuning))
     return Group(*parts)
 
