@@ -5,7 +5,7 @@ same canary Deployment keeps running (no second canary), the tuner continues fro
 from __future__ import annotations
 
 from cluster_kit import Cluster, wait_for
-from tuning_kit import deployment, start_load, stop_load, tuned, tuning
+from tuning_kit import DRAFT_MODELS, deployment, start_load, status, stop_load, tuned, tuning
 
 
 def test_restart_mid_analysis_resumes_the_round(fresh_cluster: Cluster) -> None:
@@ -47,3 +47,47 @@ def test_restart_mid_analysis_resumes_the_round(fresh_cluster: Cluster) -> None:
     final = tuning(c, ns, "chat")
     assert [h["action"] for h in final["history"]].count("start_canary") == 1
     assert final["canariesInRound"] == 1
+
+
+def test_restart_mid_method_canary_resumes_the_tournament(fresh_cluster: Cluster) -> None:
+    """Killed while a method canary (DFlash beside the stable MTP) is analysed: the next operator keeps that
+    canary and that analysis, and the tournament ends in the same promotion, with one canary of DFlash."""
+    c = fresh_cluster
+    first = c.start_operator("first")
+    wait_for("the first operator to lead", lambda: c.lease_holder() == "first")
+    ns = c.namespace("restart-tournament")
+    sd = tuned("chat", "qwen36-35b-a3b-mtp", candidates=list(range(8)))
+    sd["metadata"]["annotations"]["specpilot.io/sim-profile-dflash"] = "qwen36-35b-a3b-dflash"
+    sd["spec"]["tuning"]["alternatives"] = [{"method": "dflash", "draftModel": DRAFT_MODELS["dflash"],
+                                             "blockSize": 16, "numSpeculativeTokens": 7}]
+    assert c.apply(sd, ns).returncode == 0
+    load = start_load(c, ns, "chat", 120)
+
+    def tour() -> dict:
+        return status(c, ns, "chat").get("tournament") or {}
+
+    try:
+        wait_for("the DFlash canary's analysis", lambda: tour().get("canary") == 1 and tour().get("stage") == "analysing",
+                 timeout=90)
+        canary = deployment(c, ns, "chat-canary")
+        assert canary is not None
+        first.kill()
+        at_kill = tour()
+        c.start_operator("second")
+        uids = set()
+
+        def promoted() -> bool:
+            dep = deployment(c, ns, "chat-canary")
+            if dep is not None:
+                uids.add(dep["metadata"]["uid"])
+            return tour().get("stable") == 1
+
+        wait_for("DFlash to take over the stable track", promoted, timeout=60)
+    finally:
+        stop_load(load)
+    assert uids <= {canary["metadata"]["uid"]}  # the method canary was never re-created
+    final = tuning(c, ns, "chat")
+    dflash_canaries = [h for h in final["history"] if h["action"] == "start_canary" and h.get("contender") == 1]
+    assert len(dflash_canaries) == 1
+    assert tour()["canaries"] == at_kill["canaries"]  # nothing started twice
+    assert status(c, ns, "chat").get("method") == "dflash"
