@@ -4,6 +4,7 @@ status JSON exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -222,3 +223,32 @@ def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forge
     assert plan == TrackPlan(None, None)  # the tuner state is dflash's, not spec.speculative's: spec N
     honest = plan_tracks(sd, {**status, "tournament": good.to_status()})
     assert (honest.stable_contender, honest.canary_contender, honest.canary_n) == (1, 0, 2)
+
+
+def test_an_alternative_s_own_progress_deadline_bounds_its_canary() -> None:
+    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    dep = bench._deployment(t, 0, 40)
+    cs = [c if i == 0 else dataclasses.replace(c, progress_deadline="10m") for i, c in enumerate(bench.contenders(t))]
+    state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
+    started_at = rolled_at = None
+    for _ in range(40):
+        obs = dep.window()
+        state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
+        if a.kind == ActionKind.START_CANARY and a.contender == 1:
+            started_at = dep.now
+            dep.restart_s = 1e9  # its checkpoint never loads
+            dep.start_canary(a.n, profile=t.entry("dflash"))
+            continue
+        if a.kind == ActionKind.START_CANARY:
+            dep.start_canary(a.n)
+        elif a.kind == ActionKind.PROMOTE:
+            dep.promote(a.n)
+        elif a.kind == ActionKind.ROLLBACK:
+            dep.remove_canary()
+            if a.contender == 1:
+                rolled_at = dep.now
+                assert "progressDeadline" in a.reason
+                break
+    assert started_at is not None and rolled_at is not None
+    # Its own 10m, not spec.tuning.canary.progressDeadline's 20m: decided at the first window past it.
+    assert 600 < rolled_at - started_at <= 600 + dep.window_s

@@ -170,6 +170,10 @@ class Alternative(Speculative):
         None, min_length=1, max_length=MAX_NUM_SPECULATIVE_TOKENS + 1,
         description="N values the tuner may try with this alternative (0 = speculation off); default: "
                     "spec.tuning.candidates, else 0..the method's limit.")
+    progress_deadline: str | None = Field(
+        None, pattern=DURATION_PATTERN,
+        description="A canary of this alternative not Ready by then is rolled back (its draft checkpoint may "
+                    "take longer to load than N changes do); default spec.tuning.canary.progressDeadline.")
 
 
 class EnvVar(_Model):
@@ -372,7 +376,7 @@ class SpeculativeDeployment(_Model):
         if contender == 0:
             return self
         alt = (self.spec.tuning.alternatives or [])[contender - 1]
-        speculative = Speculative.model_validate(alt.model_dump(exclude={"candidates"}))
+        speculative = Speculative.model_validate(alt.model_dump(exclude={"candidates", "progress_deadline"}))
         tuning = self.spec.tuning.model_copy(update={"candidates": alt.candidates or self.spec.tuning.candidates})
         spec = self.spec.model_copy(update={"speculative": speculative, "tuning": tuning})
         return self.model_copy(update={"spec": spec})

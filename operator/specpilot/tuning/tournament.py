@@ -78,6 +78,7 @@ class Contender:
     block_size: int | None = None
     candidates: tuple[int, ...] = ()
     draft: str | None = None  # the draft checkpoint: two heads of one method are two contenders
+    progress_deadline: str | None = None  # its canary's, when not spec.tuning.canary.progressDeadline
 
     def tuning(self, tuning: Tuning) -> Tuning:
         """The spec the N tuner sees while this contender is the stable's."""
@@ -183,10 +184,10 @@ class Tournament:
 
 def contenders_of(spec: SpeculativeDeploymentSpec) -> list[Contender]:
     """spec.speculative (contender 0) and spec.tuning.alternatives (1, 2, ...) as the tuner sees them."""
-    ways = [(spec.speculative, spec.tuning.candidates), *((a, a.candidates or spec.tuning.candidates)
-                                                         for a in spec.tuning.alternatives or ())]
-    return [Contender(s.method, s.num_speculative_tokens, s.block_size, tuple(sorted(set(c or ()))), s.draft_model)
-            for s, c in ways]
+    ways = [(spec.speculative, spec.tuning.candidates, None),
+            *((a, a.candidates or spec.tuning.candidates, a.progress_deadline) for a in spec.tuning.alternatives or ())]
+    return [Contender(s.method, s.num_speculative_tokens, s.block_size, tuple(sorted(set(c or ()))), s.draft_model,
+                      deadline) for s, c, deadline in ways]
 
 
 def _index(value: Any, size: int) -> bool:
@@ -453,7 +454,7 @@ def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequen
             t.analysis_from_seq = st.seq + 1
             t.enter(Stage.ANALYSING, now)
             return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{c.method} canary ready", contender=i)
-        if now - t.stage_since > duration_seconds(tuning.canary.progress_deadline):
+        if now - t.stage_since > duration_seconds(c.progress_deadline or tuning.canary.progress_deadline):
             return t, st, _end_canary(t, st, ActionKind.ROLLBACK, f"{c.method} canary not ready within "
                                                                   f"progressDeadline", now, {})
         return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {c.method} canary",
