@@ -225,30 +225,49 @@ def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forge
     assert (honest.stable_contender, honest.canary_contender, honest.canary_n) == (1, 0, 2)
 
 
-def test_an_alternative_s_own_progress_deadline_bounds_its_canary() -> None:
+def test_an_alternative_that_never_loads_is_rolled_back_at_its_own_deadline_and_not_tried_again() -> None:
     t = article("qwen36-35b-a3b-mtp-vs-dflash")
-    dep = bench._deployment(t, 0, 40)
+    dep = bench._deployment(t, 0, 60)
     cs = [c if i == 0 else dataclasses.replace(c, progress_deadline="10m") for i, c in enumerate(bench.contenders(t))]
     state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
-    started_at = rolled_at = None
-    for _ in range(40):
+    starts, rollbacks = [], []
+    for _ in range(60):
         obs = dep.window()
         state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
-        if a.kind == ActionKind.START_CANARY and a.contender == 1:
-            started_at = dep.now
-            dep.restart_s = 1e9  # its checkpoint never loads
-            dep.start_canary(a.n, profile=t.entry("dflash"))
-            continue
         if a.kind == ActionKind.START_CANARY:
-            dep.start_canary(a.n)
+            starts.append((a.contender, dep.now))
+            dep.restart_s = 1e9 if a.contender == 1 else 240.0  # its checkpoint never loads
+            dep.start_canary(a.n, profile=t.entry("dflash") if a.contender == 1 else None)
         elif a.kind == ActionKind.PROMOTE:
             dep.promote(a.n)
         elif a.kind == ActionKind.ROLLBACK:
             dep.remove_canary()
-            if a.contender == 1:
-                rolled_at = dep.now
-                assert "progressDeadline" in a.reason
-                break
-    assert started_at is not None and rolled_at is not None
+            rollbacks.append((a.contender, dep.now, a.reason))
+    (started_at,) = [when for who, when in starts if who == 1]  # one canary of it, never a second
+    (rolled_at, reason), = [(when, why) for who, when, why in rollbacks if who == 1]
+    assert "progressDeadline" in reason
     # Its own 10m, not spec.tuning.canary.progressDeadline's 20m: decided at the first window past it.
     assert 600 < rolled_at - started_at <= 600 + dep.window_s
+    rows = {r["method"]: r for r in tour.standings(state, inner, cs)}
+    assert rows["dflash"]["role"] == "failed" and "progressDeadline" in rows["dflash"]["failure"]
+    assert (inner.method, state.stable) == ("mtp", 0)
+
+
+def test_an_off_alternative_is_what_no_speculation_measured() -> None:
+    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    cs = bench.contenders(t) + [tour.Contender("off", 0)]
+    dep = bench._deployment(t, 0, 30)
+    state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
+    starts = []
+    for _ in range(30):
+        obs = dep.window()
+        state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
+        if a.kind == ActionKind.START_CANARY:
+            starts.append((a.n, a.contender))
+            dep.start_canary(a.n, profile=t.ordered()[a.contender] if a.contender in (0, 1) else None)
+        elif a.kind == ActionKind.PROMOTE:
+            dep.promote(a.n, profile=t.ordered()[a.contender] if a.contender in (0, 1) else None)
+        elif a.kind == ActionKind.ROLLBACK:
+            dep.remove_canary()
+    assert (0, 2) not in starts  # N=0 of MTP measured it: no canary of "off" on top
+    assert state.entries[2].measured_n == 0 and state.entries[2].gain is not None and state.entries[2].gain < 0

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specpilot.tuning.observations import Observations, TrackWindow
-from specpilot_runtime.speculative import schedule_k
+from specpilot_runtime.speculative import OFF, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
 from specpilot_harness.sim.profile import Profile
@@ -164,7 +164,7 @@ class Deployment:
         snap, g_stable, k_stable = self._track(p, self.stable_n, load, self.window_s, self.stable_pods, jitter,
                                                shared, self.stable_schedule)
         stable = _track_window(self.stable_n, snap, self.stable_pods, self.stable_pods, self.stable_schedule,
-                               p.method)
+                               _method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
         k_canary: int | None = None
@@ -176,7 +176,7 @@ class Deployment:
             snap_c, g, k_canary = self._track(cp, self.canary_n, load, serve, self.canary_pods, jitter, shared,
                                               self.canary_schedule)
             canary = _track_window(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
-                                   ready, self.canary_pods, self.canary_schedule, cp.method)
+                                   ready, self.canary_pods, self.canary_schedule, _method(cp, self.canary_n))
             g_canary = g * serve / self.window_s
         self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
         return Observations(window_s=self.window_s, stable=stable, canary=canary)
@@ -185,6 +185,11 @@ class Deployment:
         """Goodput lost to canaries (restarts, worse N) as a fraction of what the stable track served."""
         lost = sum(self.canary_share * max(0.0, c.stable - c.canary) for c in self.costs if c.canary is not None)
         return lost / max(sum(c.stable for c in self.costs), 1e-12)
+
+
+def _method(profile: Profile, n: int) -> str:
+    """What the track's pods run: N = 0 is no speculation (vLLM without a speculative config)."""
+    return profile.method if n > 0 else OFF
 
 
 def _copy(schedule: Schedule | None) -> Schedule | None:

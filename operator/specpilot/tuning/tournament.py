@@ -55,6 +55,7 @@ PRIOR_SD = 0.25
 # Windows a method canary serves nothing: another checkpoint loads (and compiles) before it is Ready.
 SWITCH_RESTART_WINDOWS = 2.0
 MAX_RECORDS = 48  # the running method canary's windows
+MAX_FAILURE = 256  # characters of a failed canary's reason kept in the status
 # A loser's second canary needs its expected goodput at its best N above the stable's by the margin, and
 # still above it this many sds lower (a gain more likely than not by about 70%).
 RETRY_SD = 0.5
@@ -103,11 +104,12 @@ class Entry:
     expected: float | None = None  # expected goodput at best_n
     sd: float | None = None  # its uncertainty (1 sd, same units)
     retried: bool = False  # had its second canary, at best_n
+    failure: str | None = None  # why its canary measured nothing (never Ready, unhealthy): not tried again
 
     def to_json(self) -> dict[str, Any]:
         return {"measuredN": self.measured_n, "gain": self.gain, "lower": self.lower, "upper": self.upper,
                 "acceptedLength": self.accepted_length, "bestN": self.best_n, "expected": self.expected,
-                "sd": self.sd, "retried": self.retried}
+                "sd": self.sd, "retried": self.retried, "failure": self.failure}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Entry":
@@ -119,8 +121,10 @@ class Entry:
             v = d.get(k)
             return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
+        failure = d.get("failure")
         return cls(whole("measuredN"), num("gain"), num("lower"), num("upper"), num("acceptedLength"),
-                   whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")))
+                   whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")),
+                   failure[:MAX_FAILURE] if isinstance(failure, str) else None)
 
 
 @dataclass
@@ -136,6 +140,7 @@ class Tournament:
     scale: float = 1.0  # the stable's goodput relative to the starting configuration (measured gains)
     canaries: int = 0  # method canaries started
     records: list[WindowRecord] = field(default_factory=list)  # the running method canary's windows
+    probed_off: bool = False  # N = 0 was canaried (once per tournament, whatever came of it)
 
     @classmethod
     def new(cls, contenders: Sequence[Contender], now: float = 0.0) -> "Tournament":
@@ -164,7 +169,8 @@ class Tournament:
                        canary=canary, canary_n=canary_n if canary is not None else None,
                        stage_since=float(s.get("stageSince", now)), analysis_from_seq=s.get("analysisFromSeq"),
                        scale=scale, canaries=int(s.get("canaries", 0)),
-                       records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:])
+                       records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:],
+                       probed_off=bool(s.get("probedOff")))
         except (KeyError, TypeError, ValueError, AttributeError):
             return cls.new(contenders, now)
 
@@ -172,6 +178,7 @@ class Tournament:
         return {"version": STATUS_VERSION, "key": self.key, "stable": self.stable, "stage": self.stage,
                 "canary": self.canary, "canaryN": self.canary_n, "stageSince": self.stage_since,
                 "analysisFromSeq": self.analysis_from_seq, "scale": self.scale, "canaries": self.canaries,
+                "probedOff": self.probed_off,
                 "entries": [e.to_json() for e in self.entries], "records": [r.to_json() for r in self.records]}
 
     def copy(self) -> "Tournament":
@@ -244,10 +251,16 @@ def anchored(inner: TunerState) -> bool:
     return inner.stable_n == 0 or any(0 in (p.n_canary, p.n_stable) for p in inner.pairs)
 
 
-def _off_probe(tour: Tournament, inner: TunerState, v: Any, now: float, numbers: dict[str, Any]) -> Action:
+def _off_probe(tour: Tournament, inner: TunerState, contenders: Sequence[Contender], v: Any, now: float,
+               numbers: dict[str, Any]) -> Action:
     """The stable's own method at N = 0 was canaried: its windows are the N tuner's (acceptance, paired step
-    times); a win is an N promotion of the stable's method."""
+    times), and what an "off" contender would have measured; a win is an N promotion of the stable's method."""
     canary = tour.records
+    for i, c in enumerate(contenders):
+        if c.method == OFF and i != tour.stable:
+            e = tour.entries[i]
+            e.measured_n, e.best_n, e.accepted_length = 0, 0, 1.0
+            e.gain, e.lower, e.upper, e.expected, e.sd = v.gain, v.lower, v.upper, tour.scale * (1.0 + v.gain), 0.0
     by_seq = {r.seq: r for r in _stable_records(inner) if r.step_s}
     model = machine.fitted_model(inner)
     for c in canary:
@@ -296,7 +309,7 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
     value, cost = try_value(tuning.promotion_margin, _share(tuning, obs))
     untried = [i for i, e in enumerate(tour.entries) if i != tour.stable and e.measured_n is None]
     own = machine.candidates(inner, contenders[tour.stable].tuning(tuning))
-    if untried and value > cost and not anchored(inner) and 0 in own:
+    if untried and value > cost and not anchored(inner) and 0 in own and not tour.probed_off:
         return tour.stable, 0, ("no speculation (N=0) not measured yet: it is a contender, and the anchor of "
                                 "every method's step cost on this machine")
     for i, (c, e) in enumerate(zip(contenders, tour.entries)):
@@ -322,7 +335,9 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
 
 def _start(tour: Tournament, inner: TunerState, pick: tuple[int, int, str], now: float) -> Action:
     i, n, reason = pick
-    if tour.entries[i].measured_n is not None:
+    if i == tour.stable:
+        tour.probed_off = True
+    elif tour.entries[i].measured_n is not None:
         tour.entries[i].retried = True
     tour.canary, tour.canary_n, tour.records = i, n, []
     tour.analysis_from_seq = None
@@ -333,7 +348,19 @@ def _start(tour: Tournament, inner: TunerState, pick: tuple[int, int, str], now:
 
 
 def _ready(c: TrackWindow | None, n: int | None, method: str) -> bool:
-    return c is not None and c.n == n and c.method in (None, method) and c.ready_pods >= c.desired_pods > 0
+    want = OFF if n == 0 else method  # N = 0 runs no speculation, whatever the contender's method
+    return c is not None and c.n == n and c.method in (None, want) and c.ready_pods >= c.desired_pods > 0
+
+
+def _failed(tour: Tournament, inner: TunerState, reason: str, now: float) -> Action:
+    """The canary measured nothing (never Ready, unhealthy): a contender that fails so is not tried again
+    (another checkpoint that does not load would fail every time); rolled back."""
+    i, n = tour.canary, tour.canary_n
+    if i is not None and i != tour.stable:
+        entry = tour.entries[i]
+        entry.measured_n = entry.measured_n if entry.measured_n is not None else n
+        entry.failure = reason[:MAX_FAILURE]
+    return _end_canary(tour, inner, ActionKind.ROLLBACK, reason, now, {})
 
 
 def _end_canary(tour: Tournament, inner: TunerState, kind: ActionKind, reason: str, now: float,
@@ -359,7 +386,7 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
              obs: Observations, now: float) -> Action:
     problem = health_problem(obs.stable, obs.canary, tuning.error_gate)
     if problem:
-        return _end_canary(tour, inner, ActionKind.ROLLBACK, problem, now, {})
+        return _failed(tour, inner, problem, now)
     loads = machine.load_mix(inner)
     v = judge(_stable_records(inner), tour.records, loads, tuning.objective, tuning.promotion_margin,
               tuning.confidence, tuning.canary.windows)
@@ -374,7 +401,7 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
     i, n = tour.canary, tour.canary_n
     assert i is not None and n is not None
     if i == tour.stable:
-        return _off_probe(tour, inner, v, now, numbers)
+        return _off_probe(tour, inner, contenders, v, now, numbers)
     c = contenders[i]
     pairs = anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
     _measure(tour.entries[i], c, tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
@@ -455,8 +482,7 @@ def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequen
             t.enter(Stage.ANALYSING, now)
             return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{c.method} canary ready", contender=i)
         if now - t.stage_since > duration_seconds(c.progress_deadline or tuning.canary.progress_deadline):
-            return t, st, _end_canary(t, st, ActionKind.ROLLBACK, f"{c.method} canary not ready within "
-                                                                  f"progressDeadline", now, {})
+            return t, st, _failed(t, st, f"{c.method} canary not ready within progressDeadline", now)
         return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {c.method} canary",
                              contender=i)
     w = obs.canary
@@ -488,5 +514,7 @@ def standings(tour: Tournament, inner: TunerState, contenders: Sequence[Contende
             row.update(bestN=e.best_n, expectedGain=e.expected / tour.scale - 1.0, sd=(e.sd or 0.0) / tour.scale)
         if e.gain is not None:
             row["measuredGain"] = e.gain
+        if e.failure is not None and i != tour.stable:
+            row.update(role="failed", failure=e.failure)
         out.append(row)
     return out
