@@ -93,7 +93,7 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
         # The tuner's state is another method's (the spec's method was edited, or a tournament restarted):
         # its N are not this method's; the loop restarts from spec N.
         return TrackPlan(None, None, stable_contender=tour.stable)
-    plan = plan_from(True, {"tuning": status.get("tuning")})
+    plan = plan_from(True, {"tuning": tuning})
     if tour.canary is not None:
         return dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, stable_contender=tour.stable,
                                    canary_contender=tour.canary)

@@ -192,8 +192,8 @@ class TuningLoop:
             return pods  # the first scrape only sets the baseline of each pod
         obs = ts.observations(deployments, targets, deltas, elapsed)
         tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
-        await self._commit(obj, sd, state.history, new_state,
-                           ts.tuning_condition(new_state, action, tour, contenders), obs.stable, tour)
+        standing = await self._commit(obj, sd, state.history, new_state,
+                                      ts.tuning_condition(new_state, action, tour, contenders), obs.stable, tour)
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
             canary_n = new_state.canary_n if tour.canary is None else tour.canary_n
             serving = canary_n is not None and any(
@@ -205,7 +205,6 @@ class TuningLoop:
                             predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
         self.metrics.schedules(self.namespace, self.name, {"stable": new_state.stable_schedule,
                                                            "canary": new_state.canary_schedule})
-        standing = ts.tournament_status(tour, new_state, contenders)
         self.metrics.methods(self.namespace, self.name, standing["standings"] if standing else None)
         if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
@@ -214,7 +213,8 @@ class TuningLoop:
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
                       state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None,
-                      tour: tournament.Tournament) -> None:
+                      tour: tournament.Tournament) -> dict[str, Any] | None:
+        """Write the window's status and post its decisions; returns the status.tournament written."""
         spec_n = sd.spec.speculative.num_speculative_tokens
         contenders = tournament.contenders_of(sd.spec)
         standing = ts.tournament_status(tour, state, contenders)
@@ -224,6 +224,7 @@ class TuningLoop:
             decision = ts.decision_event(entry, contenders)
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             poster(obj, decision.reason, decision.message)  # posted in the background
+        return standing
 
     async def _route(self, obj: dict[str, Any], route_name: str, weight: int) -> None:
         """Set the HTTPRoute's backend weights if it opted in; a missing or foreign route is reported once,

@@ -161,13 +161,15 @@ class Tournament:
             if len(entries) != len(contenders) or not _index(stable, len(contenders)) \
                     or (canary is not None and not (_index(canary, len(contenders)) and _index(canary_n, 65))):
                 return cls.new(contenders, now)
-            scale = float(s.get("scale", 1.0))
+            scale, stage_since = float(s.get("scale", 1.0)), float(s.get("stageSince", now))
             since = s.get("analysisFromSeq")
-            if not math.isfinite(scale) or scale <= 0 or not (since is None or _index(since, 2 ** 62)):
+            # An infinite stageSince would hold a method canary past its progressDeadline for ever.
+            if not (math.isfinite(scale) and scale > 0 and math.isfinite(stage_since)) \
+                    or not (since is None or _index(since, 2 ** 62)):
                 return cls.new(contenders, now)
             return cls(key=s["key"], entries=entries, stable=stable, stage=Stage(s.get("stage", Stage.IDLE)),
                        canary=canary, canary_n=canary_n if canary is not None else None,
-                       stage_since=float(s.get("stageSince", now)), analysis_from_seq=s.get("analysisFromSeq"),
+                       stage_since=stage_since, analysis_from_seq=since,
                        scale=scale, canaries=int(s.get("canaries", 0)),
                        records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:],
                        probed_off=bool(s.get("probedOff")))
