@@ -33,12 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "summary and a PNG of goodput against N. See docs/demo.md.")
     p.add_argument("--engine", choices=("sim", "vllm"), default="sim",
                    help="sim (default): simulated engines, about a minute; vllm: real vLLM (the CPU build, "
-                        "installed on first use) serving tiny models in pods that run their real containers, "
-                        "then a measured sweep over every candidate N judges the tuner (about 10-15 minutes; "
-                        "docs/demo.md)")
+                        "installed on first use) serving small random models in pods that run their real "
+                        "containers, then a measured sweep over every candidate N judges the tuner (about 8 "
+                        "minutes, plus about 3 to install vLLM; docs/demo.md)")
     p.add_argument("--method", choices=REAL_METHODS, default="draft_model",
                    help="with --engine vllm: the speculative method (default draft_model: a noisy copy of the "
-                        "tiny target as its draft)")
+                        "target as its draft)")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"workload profile the simulated engines serve (default {DEFAULT_PROFILE}: MTP on "
                         "Qwen3.5-122B-A10B, MATH500, where N=3 serves 17%% less than N=7); any name from "
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "per method. Its entries also serve alone as '<tournament>/<method>'")
     p.add_argument("--time-limit", type=float, default=240.0, metavar="SECONDS",
                    help="stop after this long even if the tuner has not converged (default 240)")
-    p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 10s with --engine vllm)")
+    p.add_argument("--window", help="tuning.canary.analysisWindow, wall time (default 2s; 5s with --engine vllm)")
     p.add_argument("--time-scale", type=float,
                    help=f"simulated engines run this many times faster than wall time, so a 2 s window holds "
                         f"6 s of serving at 3 (default {TIME_SCALE:g}; {MIXED_TIME_SCALE:g} for a profile with "
