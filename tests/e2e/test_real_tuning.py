@@ -27,10 +27,11 @@ async def test_the_operator_tunes_real_vllm_and_the_measured_sweep_agrees(method
     assert result.canaries, summary
     assert any(step["action"] in ("promote", "rollback") for step in result.path), summary
     assert not any(result.swept_errors.values()), summary
-    # The sweep is the judge, within its own repeatability (the same N measured twice differs by that much
-    # on a shared 2-core machine): the tuner's N delivers 95% of the best swept N, with fewer canaries than
-    # candidates, and no promotion lost more than the promotion margin against the N it replaced.
-    noise = judged["noise"]
+    # The sweep is the judge, within its own noise: the tuner's N delivers 95% of the best swept N, with fewer
+    # canaries than candidates, and no promotion lost more than the promotion margin against the N it
+    # replaced. The allowance is capped at 25% so that a tuner left at the default (36-49% of the best in
+    # 10 runs, whose noise reached 44%) still fails.
+    noise = min(judged["noise"], 0.25)
     assert judged["share_of_best"] >= 0.95 - noise, summary
     assert len(result.canaries) < len(opts.candidates), summary
     swept = result.swept_tokens_per_s
