@@ -179,6 +179,22 @@ def test_max_canaries_per_round_from_the_spec() -> None:
     assert any(a.kind == "stop" and a.reason == "canary budget of the round spent" for a in actions)
 
 
+def test_no_canary_starts_that_the_window_budget_would_stop_before_a_verdict() -> None:
+    # At load 64 this round tries several canaries in 48 windows; with a budget of 12 windows the second
+    # canary (planned in window 8 or so) could get no verdict before window 12, so none starts.
+    _, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), until="converged")
+    assert sum(a.kind == "start_canary" for a in actions) > 1
+    tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
+    dep = FakeDeployment(stable_n=3, load=64.0)
+    state, actions = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    starts = [i for i, a in enumerate(actions) if a.kind == "start_canary"]
+    assert starts and all(i + 1 + 5 <= 12 for i in starts)  # each had room for its restart and 4 pairs
+    last = state.history[-1]
+    assert last["action"] == "stop" and "window budget of the round spent" in last["reason"]
+    assert "a canary needs 5 for a verdict" in last["reason"]
+    assert dep.canary_n is None
+
+
 def test_load_drift_returns_to_observing() -> None:
     dep = FakeDeployment(stable_n=3, load=4.0)
     state, _ = run(dep, TunerState.new("mtp", 3), until="converged")

@@ -51,9 +51,12 @@ MODEL_SIZE = ("--hidden", "512", "--layers", "6")
 # The model runs in the engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the CPU platform's
 # executor "uni"): the default "mp" executor adds a worker process that spins on shared memory while it
 # waits, which on 2 shared cores cut a pod from ~1000 to 30-160 tokens/s and made every measurement noise.
+# One numba thread: the n-gram proposer is a numba-parallel loop whose pool has a thread per core, and with a
+# second engine busy on the same cores (a canary beside its stable) an n-gram pod's time per token grew 2.4x
+# against 1.5x for a pod without speculation, so the paired judge saw n-gram lose to no speculation.
 CPU_ENV = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-           "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+           "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 CPU_ARGS = ["--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "8"]
 MAX_TOKENS = 48
 POLL_S = 2.0
@@ -101,6 +104,8 @@ class RealRunResult:
     converged: bool = False
     tune_s: float = 0.0
     sweep_s: float = 0.0
+    # status.tuning as phase 1 left it (the tuner's windows, records and verdicts): what it measured.
+    tuning_status: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -208,6 +213,7 @@ def _decisions(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _record_path(result: RealRunResult, status: dict[str, Any]) -> None:
     tuning = status.get("tuning") or {}
+    result.tuning_status = tuning
     result.path = [{k: h.get(k) for k in ("seq", "round", "action", "n", "reason")} for h in _decisions(status)]
     result.canaries = [h["n"] for h in result.path if h["action"] == ActionKind.START_CANARY]
     previous = result.default_n

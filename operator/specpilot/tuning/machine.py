@@ -22,7 +22,7 @@ from specpilot.api.models import Tuning, duration_seconds
 from specpilot_runtime.speculative import METHODS, Family, max_n
 
 from . import drift
-from .judge import EXTEND, health_problem, judge, promotion_power
+from .judge import EXTEND, MIN_WINDOWS, health_problem, judge, promotion_power
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import plan, posterior_goodput
@@ -39,6 +39,8 @@ CONVERGE_WINDOWS = 6
 # Default candidate ceiling when the spec lists none: the source article's sweeps (docs/references.md §1)
 # for sequential and lookup drafters went to 7; parallel drafters are bounded by their block size instead.
 DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
+# A canary needs one window that straddles its restart and the judge's MIN_WINDOWS paired ones after it.
+CANARY_MIN_WINDOWS = 1 + MIN_WINDOWS
 LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
 
 
@@ -111,6 +113,11 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return Action(ActionKind.HOLD, state.stable_n, "observing the stable track")
     if state.canaries_in_round >= tuning.max_canaries_per_round:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
+    left = tuning.max_windows_per_round - state.windows_in_round
+    if left < CANARY_MIN_WINDOWS:
+        # A canary started now would restart a pod and be stopped by the budget before any verdict.
+        return _converge(state, tuning, now, f"window budget of the round spent: {max(left, 0)} windows left, "
+                                             f"a canary needs {CANARY_MIN_WINDOWS} for a verdict", stop=True)
     if state.stable_schedule is not None and state.schedule_tried:
         # The schedule came from this round's single-N search and beat its result: the round is done.
         return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
