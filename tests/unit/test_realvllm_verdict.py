@@ -1,11 +1,17 @@
 """The real-engine run's judge (harness/specpilot_harness/realvllm/run.py): how the interleaved sweep's
-slices become goodput per N and a noise, and what the verdict says of the tuner's path."""
+slices become goodput per N and a noise, what the verdict says of the tuner's path, and the files the demo
+writes."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from specpilot_harness.realvllm.run import RealRunResult, relative_slices, sweep_noise, swept_goodput, verdict
+from specpilot_harness.realvllm.plot import sweep_plot
+from specpilot_harness.realvllm.run import (RealRunResult, relative_slices, sweep_noise, swept_goodput, verdict,
+                                            write_json)
 
 
 def result(slices: dict[int, list[float]], final_n: int, promotions: list[dict[str, int]]) -> RealRunResult:
@@ -42,3 +48,17 @@ def test_verdict_scores_the_final_n_and_each_promotion_against_the_sweep() -> No
 
 def test_no_sweep_means_no_verdict() -> None:
     assert verdict(result({}, 3, []))["best_n"] is None
+
+
+def test_the_demo_writes_the_sweep_and_the_path_as_json_and_png(tmp_path: Path) -> None:
+    slices = {0: [300.0, 310.0], 1: [200.0, 190.0], 3: [100.0, 105.0]}
+    run = result(slices, 0, [{"from": 3, "to": 0}])
+    run.canaries = [0]
+    run.path = [{"seq": 9, "round": 1, "action": "promote", "n": 0, "reason": "measured better by 90%"}]
+    run.tuning_status = {"stableN": 0, "phase": "converged"}
+    doc = json.loads(write_json(run, tmp_path / "out" / "demo-vllm.json").read_text())
+    assert doc["swept_tokens_per_s"] == {str(n): g for n, g in swept_goodput(slices).items()}
+    assert doc["canaries"] == [0] and doc["promotions"] == [{"from": 3, "to": 0}]
+    assert doc["verdict"]["best_n"] == 0 and doc["tuning_status"]["stableN"] == 0
+    png = sweep_plot(run, tmp_path / "out" / "demo-vllm.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
