@@ -280,8 +280,9 @@ class Tuning(_Model):
         8, ge=1, le=64, description="Canaries a tuning round may start; a round that spends them without "
                                     "converging stops at the best N so far.")
     max_windows_per_round: int = Field(
-        48, ge=1, le=10000, description="Analysis windows a tuning round may take; a round that spends them "
-                                        "without converging stops at the best N so far.")
+        48, ge=1, le=10000, description="Analysis windows a tuning round may take (not those a canary "
+                                        "spends starting: progressDeadline bounds them); a round that spends "
+                                        "them without converging stops at the best N so far.")
     error_gate: float = Field(
         2.0, ge=0.0, le=100.0,
         description="A canary whose container restarts per pod in a window exceed errorGate times the stable "

@@ -39,8 +39,8 @@ CONVERGE_WINDOWS = 6
 # Default candidate ceiling when the spec lists none: the source article's sweeps (docs/references.md §1)
 # for sequential and lookup drafters went to 7; parallel drafters are bounded by their block size instead.
 DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
-# A canary needs one window that straddles its restart and the judge's MIN_WINDOWS paired ones after it.
-CANARY_MIN_WINDOWS = 1 + MIN_WINDOWS
+# A canary needs the judge's MIN_WINDOWS paired windows (those it spends starting are not the budget's).
+CANARY_MIN_WINDOWS = MIN_WINDOWS
 LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
 
 
@@ -279,9 +279,11 @@ def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, A
 
 def record_window(state: TunerState, obs: Observations, in_round: bool = True) -> None:
     """Keep the window's records (and paired step times) in `state`. `in_round`: the window counts against
-    the round's window budget (a method canary's windows do not: they tune no N)."""
+    the round's window budget (a method canary's windows do not: they tune no N). Nor do the windows a
+    canary spends starting: the budget is for analysis, a restart takes from seconds (a simulated engine)
+    to minutes (a large model loading, vLLM on CPU), and progressDeadline already bounds it."""
     state.seq += 1
-    state.windows_in_round += in_round
+    state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
