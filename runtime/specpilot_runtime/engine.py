@@ -25,6 +25,11 @@ PYTHONPATH = "PYTHONPATH"
 # name the same devices or workers bind to different GPUs than the scheduler counted.
 HIP_VISIBLE = "HIP_VISIBLE_DEVICES"
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
+# vLLM's n-gram proposer runs numba with at most one thread (ngram_proposer.py: min(1, cpu_count // 2)), but
+# numba's pool starts one thread per core of the node, whatever the pod's CPU limit. Beside another busy
+# engine those threads made an n-gram pod 2.4x slower per token (docs/references.md §4); one costs nothing.
+NUMBA_THREADS = "NUMBA_NUM_THREADS"
+NUMBA_METHODS = frozenset({"ngram"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ def env(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
             out[CUDA_VISIBLE] = hip
         elif cuda is not None and hip is None:
             out[HIP_VISIBLE] = cuda
+    if cfg.speculative.method in NUMBA_METHODS and NUMBA_THREADS not in merged:
+        out[NUMBA_THREADS] = "1"
     plugin_on = cfg.drafted_per_position_metric and cfg.speculative.method != OFF
     out[PLUGIN_ENABLE_ENV] = "1" if plugin_on else "0"
     allowed = merged.get(VLLM_PLUGINS_ENV)

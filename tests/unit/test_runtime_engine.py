@@ -96,6 +96,14 @@ def test_plugin_switch_and_vllm_plugins_allow_list() -> None:
     assert off[engine.PLUGIN_ENABLE_ENV] == "0" and "VLLM_PLUGINS" not in off
 
 
+def test_ngram_pods_get_one_numba_thread_unless_the_pod_or_user_says_otherwise() -> None:
+    ngram = {"method": "ngram", "num_speculative_tokens": 3}
+    assert engine.env(cfg(speculative=ngram), {})[engine.NUMBA_THREADS] == "1"
+    assert engine.env(cfg(speculative=ngram, env={engine.NUMBA_THREADS: "4"}), {})[engine.NUMBA_THREADS] == "4"
+    assert engine.NUMBA_THREADS not in engine.env(cfg(speculative=ngram), {engine.NUMBA_THREADS: "2"})
+    assert engine.NUMBA_THREADS not in engine.env(cfg(), {})  # eagle3 runs no numba
+
+
 def test_entry_point_name_matches_pyproject() -> None:
     from importlib.metadata import entry_points
 

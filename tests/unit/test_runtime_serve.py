@@ -59,7 +59,7 @@ def test_dry_run_prints_argv_and_env_as_json(tmp_path: Path, capsys: pytest.Capt
     assert out["argv"][1:3] == ["serve", "Qwen/Qwen3-8B"]
     assert json.loads(out["argv"][out["argv"].index("--speculative-config") + 1]) == \
         {"method": "ngram", "num_speculative_tokens": 3}
-    assert out["env"] == {"SPECPILOT_DRAFTED_PER_POSITION": "1"}
+    assert out["env"] == {"SPECPILOT_DRAFTED_PER_POSITION": "1", "NUMBA_NUM_THREADS": "1"}
 
 
 def refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: dict[str, Any] | str) -> str:

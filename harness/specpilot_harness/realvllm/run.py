@@ -51,12 +51,10 @@ MODEL_SIZE = ("--hidden", "512", "--layers", "6")
 # The model runs in the engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the CPU platform's
 # executor "uni"): the default "mp" executor adds a worker process that spins on shared memory while it
 # waits, which on 2 shared cores cut a pod from ~1000 to 30-160 tokens/s and made every measurement noise.
-# One numba thread: the n-gram proposer is a numba-parallel loop whose pool has a thread per core, and with a
-# second engine busy on the same cores (a canary beside its stable) an n-gram pod's time per token grew 2.4x
-# against 1.5x for a pod without speculation, so the paired judge saw n-gram lose to no speculation.
+# (The runtime itself gives n-gram pods one numba thread: specpilot_runtime/engine.py, NUMBA_THREADS.)
 CPU_ENV = {"VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-           "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+           "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 CPU_ARGS = ["--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "8"]
 MAX_TOKENS = 48
 POLL_S = 2.0
