@@ -63,13 +63,13 @@ CPU_LOADS = (1, 2, 4, 8, 16)
 NOISE = 0.10
 
 
-def _max_n(method: str, rng: np.random.Generator) -> int:
+def draw_max_n(method: str, rng: np.random.Generator) -> int:
     if METHODS[method].family is Family.PARALLEL:
         return int(rng.choice([7, 15]))
     return 8 if method == "ngram" else 7
 
 
-def _survival(rng: np.random.Generator, n: int) -> tuple[list[float], dict]:
+def draw_survival(rng: np.random.Generator, n: int) -> tuple[list[float], dict]:
     """Conditional acceptance from a_1 towards a_inf (rate 0.5 per position): S_k = a_1 ... a_k."""
     strong = rng.random() < 0.5
     a1 = float(rng.uniform(0.6, 0.92) if strong else rng.uniform(0.25, 0.6))
@@ -82,7 +82,7 @@ def _survival(rng: np.random.Generator, n: int) -> tuple[list[float], dict]:
     return s, {"a1": round(a1, 3), "a_inf": round(a_inf, 3)}
 
 
-def _by_n(rng: np.random.Generator, s: list[float], max_n: int) -> tuple[dict[str, list[float]], dict]:
+def draw_survival_by_n(rng: np.random.Generator, s: list[float], max_n: int) -> tuple[dict[str, list[float]], dict]:
     """Parallel drafters: S_k(N) depends on N (dilution with block length, or a drop past a point)."""
     kind = str(rng.choice(["dilute", "drop"]))
     out = {}
@@ -98,7 +98,7 @@ def _by_n(rng: np.random.Generator, s: list[float], max_n: int) -> tuple[dict[st
     return out, {"by_n": kind, "at": at, "factor": round(factor, 3)}
 
 
-def _loads(rng: np.random.Generator, family: str) -> dict[str, float]:
+def draw_loads(rng: np.random.Generator, family: str) -> dict[str, float]:
     levels = CPU_LOADS if family == "compute" else LOADS
     if rng.random() < 0.5:
         return {str(int(rng.choice(levels))): 1.0}
@@ -107,7 +107,7 @@ def _loads(rng: np.random.Generator, family: str) -> dict[str, float]:
     return {str(a): w, str(b): round(1.0 - w, 2)}
 
 
-def _shape(rng: np.random.Generator, family: str) -> dict:
+def draw_shape(rng: np.random.Generator, family: str) -> dict:
     """A machine of the family, at random: what every drafter on it shares."""
     if family == "compute":
         # Roofline of one pod: a memory-bound floor and compute that grows with the B (N + 1) tokens.
@@ -130,7 +130,7 @@ def _shape(rng: np.random.Generator, family: str) -> dict:
     return {"family": family, "shapes": shapes, "load_stretch": stretch, "fixed": fixed, "blend": blend}
 
 
-def _times(shape: dict, method: str, factor: float, max_n: int, loads: list[int]) -> dict[str, list[float]]:
+def shape_step_times(shape: dict, method: str, factor: float, max_n: int, loads: list[int]) -> dict[str, list[float]]:
     """Step times t(N, B) in ms of one drafter (cost `factor` x the measured one) on the machine `shape`."""
     fam = METHODS[method].family
     if shape["family"] == "compute":
@@ -160,7 +160,7 @@ def _times(shape: dict, method: str, factor: float, max_n: int, loads: list[int]
     return {str(b): [round(t(n, float(b)), 4) for n in range(max_n + 1)] for b in loads}
 
 
-def _cost_info(shape: dict, factor: float) -> dict:
+def cost_info(shape: dict, factor: float) -> dict:
     info: dict = {"drafter_factor": round(factor, 3)}
     if shape["family"] == "compute":
         info.update(sat_tokens=round(shape["sat_tokens"], 3), head=round(shape["head"], 3))
@@ -173,22 +173,22 @@ def _cost_info(shape: dict, factor: float) -> dict:
 def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
                 loads: list[int]) -> tuple[dict[str, list[float]], dict]:
     factor = float(rng.uniform(0.5, 2.0))
-    shape = _shape(rng, family)
-    return _times(shape, method, factor, max_n, loads), _cost_info(shape, factor)
+    shape = draw_shape(rng, family)
+    return shape_step_times(shape, method, factor, max_n, loads), cost_info(shape, factor)
 
 
 def profile(seed: int) -> dict:
     rng = np.random.default_rng(seed)
     family = FAMILIES[seed % len(FAMILIES)]
     method = str(rng.choice(METHOD_CHOICES))
-    max_n = _max_n(method, rng)
-    s, acc = _survival(rng, max_n)
+    max_n = draw_max_n(method, rng)
+    s, acc = draw_survival(rng, max_n)
     out: dict = {"name": f"gen-{family}-{method}-{seed}", "family": family, "method": method, "max_n": max_n,
                  "survival": s}
     if METHODS[method].family is Family.PARALLEL:
-        out["survival_by_n"], extra = _by_n(rng, s, max_n)
+        out["survival_by_n"], extra = draw_survival_by_n(rng, s, max_n)
         acc.update(extra)
-    conc = _loads(rng, family)
+    conc = draw_loads(rng, family)
     steps, cost = _step_times(rng, family, method, max_n, [int(b) for b in conc])
     out.update(step_time_ms=steps, concurrency=conc, noise=NOISE,
                generator={"seed": seed, "acceptance": acc, "cost": cost})
@@ -220,11 +220,11 @@ def mixed_profile(seed: int) -> dict:
     for attempt in range(MIXED_ATTEMPTS):
         method = str(rng.choice(PARALLEL_METHODS if parallel else CHAIN_METHODS))
         max_n = 15 if parallel else 7
-        s, acc = _survival(rng, max_n)
+        s, acc = draw_survival(rng, max_n)
         out: dict = {"name": f"mix-{family}-{method}-{seed}", "family": family, "method": method,
                      "max_n": max_n, "survival": s}
         if parallel:
-            out["survival_by_n"], extra = _by_n(rng, s, max_n)
+            out["survival_by_n"], extra = draw_survival_by_n(rng, s, max_n)
             acc.update(extra)
         conc = _mixed_loads(rng)
         steps, cost = _step_times(rng, family, method, max_n, [int(b) for b in conc])

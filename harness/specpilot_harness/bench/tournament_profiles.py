@@ -94,20 +94,20 @@ def article() -> dict:
 def generated(seed: int) -> dict:
     rng = np.random.default_rng(seed)
     family = generate.FAMILIES[seed % len(generate.FAMILIES)]
-    conc = generate._loads(rng, family)
-    shape = generate._shape(rng, family)
+    conc = generate.draw_loads(rng, family)
+    shape = generate.draw_shape(rng, family)
     methods = [str(m) for m in rng.choice(generate.METHOD_CHOICES, size=int(rng.integers(2, 4)), replace=False)]
     entries = []
     for method in methods:
-        max_n = generate._max_n(method, rng)
-        s, acc = generate._survival(rng, max_n)
+        max_n = generate.draw_max_n(method, rng)
+        s, acc = generate.draw_survival(rng, max_n)
         entry: dict = {"method": method, "max_n": max_n, "survival": s}
         if METHODS[method].family is Family.PARALLEL:
-            entry["survival_by_n"], extra = generate._by_n(rng, s, max_n)
+            entry["survival_by_n"], extra = generate.draw_survival_by_n(rng, s, max_n)
             acc.update(extra)
         factor = float(rng.uniform(0.5, 2.0))
-        entry["step_time_ms"] = generate._times(shape, method, factor, max_n, [int(b) for b in conc])
-        entry["generator"] = {"acceptance": acc, "cost": generate._cost_info(shape, factor)}
+        entry["step_time_ms"] = generate.shape_step_times(shape, method, factor, max_n, [int(b) for b in conc])
+        entry["generator"] = {"acceptance": acc, "cost": generate.cost_info(shape, factor)}
         entries.append(entry)
     start = methods[0]
     return {"name": f"tour-{family}-{'-'.join(methods)}-{seed}", "family": family,
