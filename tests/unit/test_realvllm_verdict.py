@@ -33,6 +33,9 @@ def test_spread_within_cycles_is_the_noise() -> None:
     steady = {0: [300.0, 300.0, 300.0], 3: [100.0, 100.0, 100.0]}
     jumpy = {0: [300.0, 200.0, 400.0], 3: [100.0, 100.0, 100.0]}
     assert sweep_noise(result(jumpy, 0, [])) > sweep_noise(result(steady, 0, [])) + 0.1
+    # Comparing two swept N is comparing two noisy means: the allowance is that of their difference.
+    judged = verdict(result(jumpy, 0, []))
+    assert judged["comparison_noise"] == pytest.approx(2 ** 0.5 * judged["noise"])
 
 
 def test_verdict_scores_the_final_n_and_each_promotion_against_the_sweep() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -130,7 +131,7 @@ def report(result: RealRunResult) -> str:
         lines.append(f"Judge: best swept N={v['best_n']}; the tuner's N delivers {v['share_of_best']:.1%} of it "
                      f"(the default {v['default_share_of_best']:.1%}); promotions worse than the N they "
                      f"replaced by more than {result.margin:.0%}: {len(v['worse_promotions'])}; the sweep's "
-                     f"noise +-{v['noise']:.1%}")
+                     f"noise +-{v['noise']:.1%} on one N, +-{v['comparison_noise']:.1%} between two")
     return "\n".join(lines)
 
 
@@ -141,11 +142,12 @@ def verdict(result: RealRunResult) -> dict[str, Any]:
     if not swept or result.final_n not in swept:
         return {"best_n": None, "share_of_best": None, "worse_promotions": []}
     best_n = max(swept, key=lambda n: swept[n])
+    noise = sweep_noise(result)
     worse = [p for p in result.promotions
              if p["from"] in swept and p["to"] in swept and swept[p["to"]] < swept[p["from"]] * (1 - result.margin)]
     return {"best_n": best_n, "share_of_best": swept[result.final_n] / swept[best_n],
             "default_share_of_best": swept.get(result.default_n, 0.0) / swept[best_n], "worse_promotions": worse,
-            "noise": sweep_noise(result)}
+            "noise": noise, "comparison_noise": math.sqrt(2.0) * noise}
 
 
 def _cycle_means(slices: dict[int, list[float]]) -> list[float]:
@@ -170,7 +172,9 @@ def swept_goodput(slices: dict[int, list[float]]) -> dict[int, float]:
 
 
 def sweep_noise(result: RealRunResult) -> float:
-    """The sweep's own noise: the largest 95% half-width of one N's mean relative slice."""
+    """The sweep's own noise: the largest 95% half-width of one N's mean relative slice. Comparing two N (the
+    tuner's against the best) takes the half-width of a difference of two such means, sqrt(2) times this
+    (`verdict`'s comparison_noise); the best of six noisy means is, if anything, biased up besides."""
     widths = [NOISE_Z * statistics.stdev(r) / len(r) ** 0.5 / max(statistics.fmean(r), 1e-9)
               for r in relative_slices(result.swept_slices).values() if len(r) >= 2]
     return max(widths, default=0.0)
