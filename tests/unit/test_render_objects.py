@@ -152,6 +152,8 @@ def test_scheduling_and_resources_pass_through_and_stay_valid() -> None:
     assert pod["nodeSelector"] == {"gpu.product": "H200"}
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert {"name": "HF_HOME", "value": "/models"} in container(deployment)["env"]
+    # vLLM's own cache lives on the same volume, so a canary or a restarted pod starts with it warm.
+    assert {"name": "VLLM_CACHE_ROOT", "value": "/models/vllm"} in container(deployment)["env"]
     assert obj.spec.engine.resources["limits"] == {"memory": "256Gi"}  # render does not mutate the spec
 
 

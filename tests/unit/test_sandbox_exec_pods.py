@@ -111,3 +111,62 @@ async def test_a_failing_init_container_fails_the_pod(tmp_path: Path, image: Ima
 def test_an_unmapped_image_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="no local environment for image 'x/y:1'"):
         ImageMap((("example/*", Path("/nowhere")),)).bin_dir("x/y:1")
+
+
+# Records what its volumes hold when it starts, writes a file into each, then waits for SIGTERM.
+WRITER = textwrap.dedent(f"""\
+    #!{sys.executable}
+    import json, os, sys, time
+    seen = [sorted(os.listdir(d)) for d in sys.argv[2:]]
+    for d in sys.argv[2:]:
+        open(os.path.join(d, sys.argv[1]), "w").write("x")
+    print(json.dumps(seen), flush=True)
+    time.sleep(60)
+    """)
+
+
+def _writer_pod(name: str) -> dict:
+    container = {"name": "engine", "image": "example/engine:1", "command": ["fake-writer", name, "/cache", "/scratch"],
+                 "volumeMounts": [{"name": "cache", "mountPath": "/cache"}, {"name": "scratch", "mountPath": "/scratch"}]}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"containers": [container], "terminationGracePeriodSeconds": 1,
+                     "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": "hf-cache"}},
+                                 {"name": "scratch", "emptyDir": {}}]}}
+
+
+async def _seen(runtime: ExecRuntime, name: str) -> list[list[str]]:
+    """What the pod's /cache and /scratch held when it started."""
+    log = runtime.workdir / f"ns_{name}" / "engine.log"
+    for _ in range(200):
+        if log.exists() and log.read_text().strip():
+            return json.loads(log.read_text())
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{name} wrote nothing to {log}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_claim_outlives_its_pod_and_is_shared_and_an_empty_dir_is_not(tmp_path: Path, image: ImageMap,
+                                                                             mode: str) -> None:
+    bin_dir = image.bin_dir("example/engine:1")
+    (bin_dir / "fake-writer").write_text(WRITER)
+    (bin_dir / "fake-writer").chmod(0o755)
+    runtime = ExecRuntime(tmp_path / "pods", image, mode)  # type: ignore[arg-type]
+    first, second = (PodContext(_writer_pod(name), "127.0.0.1", {}) for name in ("first", "second"))
+    await runtime.start(first)
+    try:
+        assert await _seen(runtime, "first") == [[], []]
+    finally:
+        await runtime.stop(first)
+    await runtime.start(second)
+    try:
+        # A later pod (a canary, a restarted replica) finds what the first left on the claim, not in its emptyDir.
+        assert await _seen(runtime, "second") == [["first"], []]
+    finally:
+        await runtime.stop(second)
+
+
+async def test_a_claim_name_that_is_a_path_is_refused(tmp_path: Path, image: ImageMap) -> None:
+    pod = _writer_pod("p")
+    pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] = "../../etc"
+    with pytest.raises(ValueError, match="claimName '../../etc' is not an object name"):
+        await ExecRuntime(tmp_path / "pods", image, "rewrite").start(PodContext(pod, "127.0.0.1", {}))

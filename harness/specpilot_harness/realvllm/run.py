@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
 from rich.console import Console
 
 from specpilot.controller.kube import Kube, load_api_client, sd_path
@@ -70,6 +71,10 @@ REAL_METHODS = ("draft_model", "ngram")
 # Windows scaled for CPU: a pod serves 100-600 tokens/s, so 5 s hold hundreds to thousands of tokens and
 # hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
 REAL_WINDOW = "5s"
+# Every pod of the run mounts one ReadWriteMany claim as its model cache, so vLLM's own cache there
+# (VLLM_CACHE_ROOT, render/pod.py) is warm for every pod after the first: vLLM inspects a model class in a
+# child process that imports torch and vLLM again, about a third of an engine's start on this CPU.
+CACHE_CLAIM = "vllm-cache"
 
 
 @dataclass(frozen=True)
@@ -189,11 +194,18 @@ def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
             "spec": {"model": str(models / "target"), "servedModelName": name, "replicas": 1,
                      "accelerator": {"vendor": "nvidia", "count": 1},
                      "speculative": speculative,
-                     "engine": {"args": CPU_ARGS, "env": [{"name": k, "value": v} for k, v in CPU_ENV.items()]},
+                     "engine": {"args": CPU_ARGS, "env": [{"name": k, "value": v} for k, v in CPU_ENV.items()],
+                                "modelCache": {"claimName": CACHE_CLAIM}},
                      "tuning": {"enabled": True, "candidates": list(opts.candidates), "cooldown": "1h",
                                 "promotionMargin": opts.margin,
                                 "canary": {"analysisWindow": opts.window, "windows": opts.windows,
                                            "progressDeadline": "10m"}}}}
+
+
+def cache_claim() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": CACHE_CLAIM, "namespace": NAMESPACE},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}
 
 
 def prepare(workdir: Path, console: Console) -> Path:
@@ -337,7 +349,10 @@ async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -
     console.print(f"Starting the sandbox with real pods (log in {opts.workdir}/sandbox.log, pods in "
                   f"{opts.workdir}/pods)")
     async with sandbox(opts.workdir, ["--engine", "exec", "--exec-dir", str(opts.workdir / "pods")]) as kubeconfig:
-        kube = Kube(load_api_client(str(kubeconfig)))
+        api = load_api_client(str(kubeconfig))
+        kube = Kube(api)
+        await asyncio.to_thread(client.CoreV1Api(api).create_namespaced_persistent_volume_claim, NAMESPACE,
+                                cache_claim())
         await asyncio.to_thread(kube.apply, manifest(opts, name, models), "specpilot-demo")
         targets = ServiceTargets(service_name(name), NAMESPACE, str(kubeconfig))
         try:

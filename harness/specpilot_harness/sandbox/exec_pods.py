@@ -3,7 +3,8 @@
 Per pod, in order: the init containers, each to completion, then the containers. Each container runs
 its `command` + `args` as an argv (never a shell) with the pod's env, in its own mount namespace where
 every volumeMount is bind-mounted at its mountPath: ConfigMap and Secret volumes hold their keys as files,
-emptyDir volumes are directories the pod's containers share. Readiness is the container's readinessProbe
+emptyDir volumes are directories the pod's containers share, a PersistentVolumeClaim is a directory per
+claim that every pod mounting it shares and that outlives them, a hostPath is this machine's directory. Readiness is the container's readinessProbe
 (httpGet, as rendered) against the pod's address. Deleting the pod runs its preStop hook, sends SIGTERM
 and, after terminationGracePeriodSeconds, SIGKILL, as a kubelet does.
 
@@ -52,6 +53,8 @@ WILDCARD_HOSTS = ("0.0.0.0", "::")
 ROOT = Path(__file__).resolve().parents[3]
 _PR_SET_PDEATHSIG = 1
 VLLM_VENV_BIN = ROOT / ".tools" / "vllm-venv" / "bin"
+# Under the exec dir: each PersistentVolumeClaim's data, per namespace (no pod is named like it: pods' have a `_`).
+CLAIMS_DIR = "claims"
 
 
 @dataclass(frozen=True)
@@ -144,11 +147,25 @@ class ExecRuntime:
         self._pods: dict[str, _Pod] = {}
         self._client = httpx.AsyncClient(timeout=PROBE_TIMEOUT_S)
 
+    def _volume_dir(self, ctx: PodContext, pod: _Pod, vol: dict[str, Any]) -> Path:
+        """Where a volume's data lives. A claim's is the claim's own, shared by every pod that mounts it and
+        kept after them (a ReadWriteMany volume); a hostPath is this machine's directory; any other volume
+        is the pod's own."""
+        claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim:
+            if "/" in claim or claim in (".", ".."):
+                raise ValueError(f"volume {vol['name']!r}: claimName {claim!r} is not an object name")
+            return self.workdir / CLAIMS_DIR / ctx.namespace / claim
+        host_path = (vol.get("hostPath") or {}).get("path")
+        if host_path:
+            return Path(host_path)
+        return pod.root / "volumes" / vol["name"]
+
     def _volumes(self, ctx: PodContext, pod: _Pod) -> dict[str, Path]:
-        """Each volume's directory on this machine: files of ConfigMaps/Secrets written, emptyDirs made."""
+        """Each volume's directory on this machine: files of ConfigMaps/Secrets written, directories made."""
         out: dict[str, Path] = {}
         for vol in (ctx.pod.get("spec") or {}).get("volumes") or []:
-            path = pod.root / "volumes" / vol["name"]
+            path = self._volume_dir(ctx, pod, vol)
             path.mkdir(parents=True, exist_ok=True)
             out[vol["name"]] = path
         for container in self._all_containers(ctx):

@@ -14,6 +14,7 @@ PYTHONPATH, and the container runs the copy with the image's python3 (runtime/sp
 from __future__ import annotations
 
 import copy
+import posixpath
 from typing import Any
 
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
@@ -27,6 +28,8 @@ from .security import security_contexts
 CONTAINER = "vllm"
 PORT_NAME = "http"
 SHM_SIZE = "8Gi"
+# VLLM_CACHE_ROOT, under the model cache's mountPath when there is one.
+VLLM_CACHE_DIR = "vllm"
 COMMAND = ["specpilot-runtime", "serve", "--config", ENGINE_CONFIG_PATH]
 # The runtime copied by the init container has no console script: the image's python3 runs the module.
 RUNTIME_DIR = "/opt/specpilot"
@@ -87,6 +90,9 @@ def _env(sd: SpeculativeDeployment) -> list[dict[str, Any]]:
     cache = sd.spec.engine.model_cache
     if cache:
         env.append({"name": "HF_HOME", "value": cache.mount_path})
+        # vLLM's own cache (model-class inspection, startup plans, torch.compile artifacts) on the same
+        # volume: a canary or a restarted pod finds it warm and starts sooner (a fresh container's is empty).
+        env.append({"name": "VLLM_CACHE_ROOT", "value": posixpath.join(cache.mount_path, VLLM_CACHE_DIR)})
     secret = sd.spec.engine.hf_token_secret_ref
     if secret:
         env.append({"name": "HF_TOKEN",
