@@ -96,6 +96,48 @@ def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> No
     assert (inner.method, inner.stable_n) == ("dflash", 2)
 
 
+def dev(name: str) -> bench.TournamentProfile:
+    doc = (PROFILES / "tournaments-dev.json").read_text()
+    return next(t for t in bench.load_tournaments(doc) if t.name == name)
+
+
+def test_a_loser_whose_other_n_are_uncertain_is_measured_there_not_extrapolated() -> None:
+    # Half the load at 256 sequences per pod, where verifying 8 tokens costs 5x a plain step: DFlash at 7
+    # measured +5% against no speculation (inconclusive), the model put N=3 within the margin of 7, and the
+    # truth is +20% at 3 (its block accepts more per position when shorter). A second canary at a nearby N,
+    # then the N tuner, reach it; with the expectation alone DFlash was never measured again (20% regret).
+    t = dev("tour-dense-mtp-dflash-4005")
+    assert t.oracle() == ("dflash", 3)
+    actions, state, inner = drive(t, seed=0, windows=96)
+    canaries = started(actions)
+    assert canaries[:2] == [(0, 0), (7, 1)] and (ActionKind.ROLLBACK, 7, 1) in actions
+    assert canaries[2][1] == 1 and canaries[2][0] != 7  # the loser again, at another N
+    assert (inner.method, inner.stable_n) == ("dflash", 3)
+
+
+def test_a_second_canary_is_worth_its_uncertainty_not_just_its_expectation() -> None:
+    # Expected at +1% (inside a 2% margin): worth a canary when it could well be +10%, not when it is known.
+    value, cost = tour.retry_value(1.01, 0.06, margin=0.02, canary_share=0.25)
+    assert value > cost
+    value, cost = tour.retry_value(1.01, 0.0, margin=0.02, canary_share=0.25)
+    assert value == 0 and cost > 0
+    # Expected 15% worse with the same uncertainty: not worth it.
+    value, cost = tour.retry_value(0.85, 0.06, margin=0.02, canary_share=0.25)
+    assert value < cost
+
+
+def test_a_loser_s_options_read_back_from_status_only_when_well_formed() -> None:
+    cs = [tour.Contender("mtp", 3), tour.Contender("dflash", 7)]
+    state = tour.Tournament.new(cs)
+    state.entries[1] = tour.Entry(measured_n=7, options=[(3, 1.1, 0.05), (5, 1.05, 0.03)])
+    back = tour.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
+    assert back.entries[1].options == [(3, 1.1, 0.05), (5, 1.05, 0.03)]
+    status = state.to_status()
+    status["entries"][1]["options"] = [[3, float("inf"), 0.1], [99, 1.0, 0.1], [2, 1.0, -1], [True, 1.0, 0.1],
+                                       "x", [4, 1.2, 0.02]]
+    assert tour.Tournament.from_status(status, cs).entries[1].options == [(4, 1.2, 0.02)]
+
+
 def test_the_tournament_resumes_from_its_status_exactly() -> None:
     t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
     assert drive(t, seed=1, windows=50, via_status=True)[0] == drive(t, seed=1, windows=50)[0]

@@ -89,7 +89,7 @@ def _share(tuning: Tuning, obs: Observations) -> float:
     return tuning.canary.replicas / (tuning.canary.replicas + max(stable_pods, 1))
 
 
-def _power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.ndarray]:
+def judge_power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.ndarray]:
     """The judge's chance of promoting a true gain, with the per-window spread the paired step times show."""
     noise_sd = math.sqrt(model.noise_var)
     return partial(promotion_power, margin=tuning.promotion_margin, confidence=tuning.confidence,
@@ -125,7 +125,7 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     model = fitted_model(state)
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
              load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-             exclude=state.tried, power=_power(model, tuning))
+             exclude=state.tried, power=judge_power(model, tuning))
     if p.next_canary is None and len(load_mix(state)) < CONVERGE_WINDOWS:
         return Action(ActionKind.HOLD, state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
@@ -243,7 +243,7 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     # the paired step times sharpen the step-time model, which is what separates neighbours.
     p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
              tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried,
-             power=_power(model, tuning))
+             power=judge_power(model, tuning))
     numbers["plan"] = p.to_json()
     measured = known(state.method, state.records)
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
@@ -356,7 +356,7 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         model = fitted_model(state)
         p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
                  load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-                 exclude=state.tried, power=_power(model, tuning))
+                 exclude=state.tried, power=judge_power(model, tuning))
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
             return Action(ActionKind.HOLD, state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")

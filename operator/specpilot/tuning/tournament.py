@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,9 +56,9 @@ PRIOR_SD = 0.25
 SWITCH_RESTART_WINDOWS = 2.0
 MAX_RECORDS = 48  # the running method canary's windows
 MAX_FAILURE = 256  # characters of a failed canary's reason kept in the status
-# A loser's second canary needs its expected goodput at its best N above the stable's by the margin, and
-# still above it this many sds lower (a gain more likely than not by about 70%).
-RETRY_SD = 0.5
+MAX_OPTIONS = 65  # a loser's other N kept in the status (candidates are 0..64)
+# Stratified standard-normal quantiles: expectations over a loser's goodput at an N, deterministic.
+_UNIT_QUANTILES = np.array([NormalDist().inv_cdf((i + 0.5) / 64) for i in range(64)])
 
 
 class Stage(StrEnum):
@@ -103,13 +103,16 @@ class Entry:
     best_n: int | None = None  # the N expected to do best, from what was measured
     expected: float | None = None  # expected goodput at best_n
     sd: float | None = None  # its uncertainty (1 sd, same units)
-    retried: bool = False  # had its second canary, at best_n
+    retried: bool = False  # had its second canary
     failure: str | None = None  # why its canary measured nothing (never Ready, unhealthy): not tried again
+    # Every other N it could run: (N, expected goodput, sd), what a second canary is chosen from.
+    options: list[tuple[int, float, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"measuredN": self.measured_n, "gain": self.gain, "lower": self.lower, "upper": self.upper,
                 "acceptedLength": self.accepted_length, "bestN": self.best_n, "expected": self.expected,
-                "sd": self.sd, "retried": self.retried, "failure": self.failure}
+                "sd": self.sd, "retried": self.retried, "failure": self.failure,
+                "options": [list(o) for o in self.options]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Entry":
@@ -124,7 +127,18 @@ class Entry:
         failure = d.get("failure")
         return cls(whole("measuredN"), num("gain"), num("lower"), num("upper"), num("acceptedLength"),
                    whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")),
-                   failure[:MAX_FAILURE] if isinstance(failure, str) else None)
+                   failure[:MAX_FAILURE] if isinstance(failure, str) else None, _options(d.get("options")))
+
+
+def _options(value: Any) -> list[tuple[int, float, float]]:
+    """A loser's options as the status holds them; anything else (hand-written, corrupted) is dropped."""
+    out = []
+    for o in value[:MAX_OPTIONS] if isinstance(value, list) else []:
+        if isinstance(o, list) and len(o) == 3 and _index(o[0], MAX_OPTIONS) \
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in o[1:]) \
+                and o[1] > 0 and o[2] >= 0:
+            out.append((int(o[0]), float(o[1]), float(o[2])))
+    return out
 
 
 @dataclass
@@ -220,16 +234,31 @@ def try_value(margin: float, canary_share: float) -> tuple[float, float]:
     return value, cost
 
 
-def best_n(contender: Contender, records: Sequence[WindowRecord], model: StepModel, tuning: Tuning,
-           loads: Sequence[float], at: int) -> tuple[int, float, float]:
-    """From a contender's windows: (best N, expected goodput there relative to goodput at N=`at`, its sd)."""
+def goodput_by_n(contender: Contender, records: Sequence[WindowRecord], model: StepModel, tuning: Tuning,
+                 loads: Sequence[float], at: int) -> dict[int, tuple[float, float]]:
+    """From a contender's windows: per candidate N, its expected goodput relative to goodput at N=`at`,
+    and the sd of that ratio."""
     state = TunerState.new(contender.method, at, contender.block_size)
     cands = sorted(set(machine.candidates(state, contender.tuning(tuning))) | {at})
     g = posterior_goodput(contender.method, records, model, cands, loads, tuning.objective)
     ratio = g / g[:, [cands.index(at)]]
-    mean = ratio.mean(axis=0)
-    j = int(np.argmax(mean))
-    return cands[j], float(mean[j]), float(ratio[:, j].std())
+    return {n: (float(ratio[:, j].mean()), float(ratio[:, j].std())) for j, n in enumerate(cands)}
+
+
+def retry_value(expected: float, sd: float, margin: float, canary_share: float,
+                power: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[float, float]:
+    """(value, cost) of a second canary of a loser at an N where its goodput against the stable's is
+    X ~ N(`expected`, `sd`), as the N planner values a canary: the expected gain the judge could promote
+    (above the margin, weighed by `power`, its chance of proving it), against the canary's share of traffic
+    lost to the restart and, while analysed, to an N that turns out worse."""
+    x = expected + sd * _UNIT_QUANTILES
+    gain = x - 1.0
+    above = x > 1.0 + margin
+    chance = np.where(above, power(gain) if power else 1.0, 0.0)
+    value = float((gain * chance).mean())
+    loss = float(np.maximum(-gain, 0.0).mean())
+    cost = canary_share * (SWITCH_RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
+    return value, cost
 
 
 def anchored_pairs(stable_model: StepModel, stable: Sequence[WindowRecord],
@@ -320,19 +349,27 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
                             f"(its goodput is unknown until measured)")
     if inner.phase != Phase.CONVERGED:
         return None
-    # Second chances, once the stable's N is tuned: the contender expected to beat it most.
-    # N = 0 is no speculation whatever the method: the stable's own N tuner scores it. A second canary needs
-    # its gain fairly likely (RETRY_SD below the expectation still a gain) as well as expected above the margin.
-    retry = [(e.expected / tour.scale - 1.0, i) for i, e in enumerate(tour.entries)
-             if i != tour.stable and not e.retried and e.expected is not None and e.best_n
-             and e.best_n != e.measured_n and e.expected - RETRY_SD * (e.sd or 0.0) > tour.scale]
-    gain, i = max(retry, default=(0.0, -1))
-    if gain < tuning.promotion_margin:
+    # Second chances, once the stable's N is tuned: the loser's N whose expected promotable gain over the
+    # stable is worth its canary most. One canary at one N says little of a parallel drafter's other N, or
+    # of any drafter's cost at other N on a machine unlike the prior's, so the value counts the uncertainty,
+    # not just the expectation. N = 0 is no speculation whatever the method: the stable's N tuner scores it.
+    share = _share(tuning, obs)
+    power = machine.judge_power(machine.fitted_model(inner), tuning)
+    retry = []
+    for i, e in enumerate(tour.entries):
+        if i == tour.stable or e.retried or e.failure is not None:
+            continue
+        for n, expected, sd in e.options:
+            if n and n != e.measured_n:
+                worth, cost = retry_value(expected / tour.scale, sd / tour.scale, tuning.promotion_margin, share,
+                                          power)
+                if worth > cost:
+                    retry.append((worth - cost, i, n, expected / tour.scale - 1.0, worth, cost))
+    if not retry:
         return None
-    e = tour.entries[i]
-    assert e.best_n is not None
-    return i, e.best_n, (f"{contenders[i].method} at N={e.best_n} expected {gain:+.1%} against the stable "
-                         f"(measured at N={e.measured_n})")
+    _, i, n, gain, worth, cost = max(retry)
+    return i, n, (f"{contenders[i].method} at N={n} expected {gain:+.1%} against the stable (measured at "
+                  f"N={tour.entries[i].measured_n}): value {worth:.2%} over cost {cost:.2%}")
 
 
 def _start(tour: Tournament, inner: TunerState, pick: tuple[int, int, str], now: float) -> Action:
@@ -380,8 +417,10 @@ def _measure(entry: Entry, contender: Contender, records: Sequence[WindowRecord]
     if verdict is not None:
         entry.gain, entry.lower, entry.upper = verdict.gain, verdict.lower, verdict.upper
     entry.accepted_length = _accepted_length([r for r in records if r.n == n])
-    best, ratio, sd = best_n(contender, records, model, tuning, loads, n)
-    entry.best_n, entry.expected, entry.sd = best, level * ratio, level * sd
+    by_n = goodput_by_n(contender, records, model, tuning, loads, n)
+    best = max(by_n, key=lambda k: by_n[k][0])
+    entry.best_n, entry.expected, entry.sd = best, level * by_n[best][0], level * by_n[best][1]
+    entry.options = [(k, level * mean, level * sd) for k, (mean, sd) in sorted(by_n.items()) if k != n]
 
 
 def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequence[Contender],
