@@ -130,7 +130,7 @@ def test_unknown_names_list_the_tournaments_too() -> None:
 
 
 def _status(phase: str = "converged", roles: tuple[str, ...] = ("measured", "stable"), canary: int | None = None,
-            stage: str = "idle", stable: int = 1) -> dict[str, Any]:
+            stage: str = "idle", stable: int = 1, converged_seq: int = 28) -> dict[str, Any]:
     standings = [{"contender": i, "method": m, "role": r, "n": n}
                  for i, (m, r, n) in enumerate(zip(("mtp", "dflash"), roles, (3, 7)))]
     standings[0].update(acceptedLength=2.2, measuredGain=-0.31, expectedGain=-0.27, bestN=5, sd=0.04)
@@ -142,7 +142,8 @@ def _status(phase: str = "converged", roles: tuple[str, ...] = ("measured", "sta
                {"seq": 16, "action": "promote", "n": 7, "contender": 1, "reason": "better"},
                {"seq": 22, "action": "start_canary", "n": 9, "reason": "plan"}]
     return {"method": ("mtp", "dflash")[stable], "numSpeculativeTokens": 7, "acceptedLength": 2.6,
-            "tuning": {"phase": phase, "round": 2, "seq": 30, "stableN": 7, "records": [record], "history": history},
+            "tuning": {"phase": phase, "round": 2, "seq": 30, "convergedSeq": converged_seq, "stableN": 7,
+                       "records": [record], "history": history},
             "tournament": {"stable": stable, "canary": canary, "canaryN": None if canary is None else 7,
                            "stage": stage, "canaries": 2, "standings": standings},
             "conditions": [{"type": "Tuning", "reason": "Converged", "message": "stable dflash N=7"}]}
@@ -155,6 +156,8 @@ def test_the_demo_ends_when_every_method_was_measured_and_n_converged() -> None:
     assert not tour.finished(_status(roles=("canary", "stable"), canary=0, stage="analysing"))
     assert not tour.finished(_status(canary=0))  # a method canary runs
     assert not tour.finished(_status(stage="switching"))  # the stable track is rolling to the winner
+    # Converged in this very window: a loser's second canary is decided in the next one.
+    assert not tour.finished(_status(converged_seq=30))
     assert not tour.finished({"tuning": {"phase": "converged"}})  # no tournament written yet
     assert not tour.finished({})
 

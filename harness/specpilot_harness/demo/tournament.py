@@ -89,10 +89,14 @@ def annotations(t: TournamentProfile) -> dict[str, str]:
 
 def finished(status: dict[str, Any]) -> bool:
     """The tournament is over: every contender measured, no canary (method or N) running, no stage under
-    way, and the stable method's N tuner converged."""
+    way, and the stable method's N tuner converged at least a window ago (a loser's second canary is
+    decided in the windows after the N tuner converges)."""
     tour = status.get("tournament") or {}
     standings = tour.get("standings") or []
-    if not standings or (status.get("tuning") or {}).get("phase") != Phase.CONVERGED:
+    tuning = status.get("tuning") or {}
+    converged_seq = tuning.get("convergedSeq")
+    if not standings or tuning.get("phase") != Phase.CONVERGED \
+            or not (isinstance(converged_seq, int) and tuning.get("seq", 0) > converged_seq):
         return False
     return tour.get("canary") is None and tour.get("stage", "idle") == "idle" \
         and not any(r.get("role") in OPEN_ROLES for r in standings)
