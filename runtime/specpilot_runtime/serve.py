@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import FrameType
@@ -35,6 +36,8 @@ log = logging.getLogger("specpilot.runtime")
 DEFAULT_GRACE_S = 25.0
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 127
+# vLLM's cache directory; the operator points it at the model cache volume (render/pod.py).
+CACHE_ENV = "VLLM_CACHE_ROOT"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -75,6 +78,21 @@ def grace_period(cfg: EngineConfig, override: float | None) -> float:
     if cfg.shutdown_timeout_s is not None:
         return float(cfg.shutdown_timeout_s + TEARDOWN_S)
     return DEFAULT_GRACE_S
+
+
+def unwritable_cache(env: dict[str, str]) -> str | None:
+    """Why vLLM could not write its cache where `env` puts it (a read-only model cache volume), or None.
+    vLLM writes torch.compile artifacts there at start-up and fails if it cannot."""
+    root = env.get(CACHE_ENV)
+    if not root:
+        return None
+    try:
+        os.makedirs(root, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root):
+            pass
+    except OSError as e:
+        return f"{root}: {e.strerror or e}"
+    return None
 
 
 def vllm_executable() -> str:
@@ -137,8 +155,13 @@ def run(args: argparse.Namespace) -> int:
     overrides = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
     log.info("starting vLLM after %.0f ms of checks: %s %s", (time.monotonic() - started) * 1000,
              overrides, shlex.join(plan.argv))
+    env = {**os.environ, **plan.env}
+    unwritable = unwritable_cache(env)
+    if unwritable:
+        log.warning("%s is not writable (%s): vLLM keeps its cache in the container instead", CACHE_ENV, unwritable)
+        del env[CACHE_ENV]
     try:
-        return supervise(plan.argv, {**os.environ, **plan.env}, grace_period(cfg, args.grace_period))
+        return supervise(plan.argv, env, grace_period(cfg, args.grace_period))
     except FileNotFoundError:
         print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
         return EXIT_NOT_FOUND

@@ -34,7 +34,8 @@ FAKE_VLLM = textwrap.dedent("""\
     signal.signal(signal.SIGTERM, term)
     signal.signal(signal.SIGINT, term)
     with open(out + ".tmp", "w") as f:
-        json.dump({{"argv": sys.argv[1:], "plugin": os.environ.get("SPECPILOT_DRAFTED_PER_POSITION")}}, f)
+        json.dump({{"argv": sys.argv[1:], "plugin": os.environ.get("SPECPILOT_DRAFTED_PER_POSITION"),
+                   "cache": os.environ.get("VLLM_CACHE_ROOT")}}, f)
     os.replace(out + ".tmp", out)  # the test polls for this file: never let it see half of it
     if os.environ.get("FAKE_RUN_S"):
         time.sleep(float(os.environ["FAKE_RUN_S"]))
@@ -145,6 +146,23 @@ def test_runs_vllm_with_the_rendered_argv_and_exits_with_its_code(tmp_path: Path
     # The exact command, on one line.
     (line,) = [ln for ln in err.splitlines() if "starting vLLM" in ln]
     assert "vllm serve Qwen/Qwen3-8B" in line and "--speculative-config" in line
+
+
+def test_vllm_gets_its_cache_on_the_model_cache_only_where_it_can_write(tmp_path: Path,
+                                                                        fake_vllm: dict[str, str]) -> None:
+    writable = tmp_path / "models" / "vllm"
+    proc = start_runtime(tmp_path, {**fake_vllm, "FAKE_RUN_S": "0", "VLLM_CACHE_ROOT": str(writable)})
+    proc.communicate(timeout=20)
+    assert json.loads(Path(fake_vllm["FAKE_OUT"]).read_text())["cache"] == str(writable)
+    # A model cache vLLM cannot write (here a path under a file; on a cluster a read-only volume): vLLM
+    # would fail at start-up writing compile artifacts there, so it keeps its cache in the container.
+    (tmp_path / "ro").write_text("")
+    Path(fake_vllm["FAKE_OUT"]).unlink()
+    unwritable = tmp_path / "ro" / "vllm"
+    proc = start_runtime(tmp_path, {**fake_vllm, "FAKE_RUN_S": "0", "VLLM_CACHE_ROOT": str(unwritable)})
+    _, err = proc.communicate(timeout=20)
+    assert json.loads(Path(fake_vllm["FAKE_OUT"]).read_text())["cache"] is None
+    assert f"VLLM_CACHE_ROOT is not writable ({unwritable}: Not a directory)" in err
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

