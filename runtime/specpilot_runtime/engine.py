@@ -29,6 +29,9 @@ CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 # numba's pool starts one thread per core of the node, whatever the pod's CPU limit. Beside another busy
 # engine those threads made an n-gram pod 2.4x slower per token (docs/references.md §4); one costs nothing.
 NUMBA_THREADS = "NUMBA_NUM_THREADS"
+# vLLM's cache directory: the operator puts it on the model cache volume (render/pod.py), and `serve`
+# drops it when the pod cannot write there.
+VLLM_CACHE_ENV = "VLLM_CACHE_ROOT"
 NUMBA_METHODS = frozenset({"ngram"})
 
 

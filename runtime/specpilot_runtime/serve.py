@@ -36,8 +36,6 @@ log = logging.getLogger("specpilot.runtime")
 DEFAULT_GRACE_S = 25.0
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 127
-# vLLM's cache directory; the operator points it at the model cache volume (render/pod.py).
-CACHE_ENV = "VLLM_CACHE_ROOT"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -83,7 +81,7 @@ def grace_period(cfg: EngineConfig, override: float | None) -> float:
 def unwritable_cache(env: dict[str, str]) -> str | None:
     """Why vLLM could not write its cache where `env` puts it (a read-only model cache volume), or None.
     vLLM writes torch.compile artifacts there at start-up and fails if it cannot."""
-    root = env.get(CACHE_ENV)
+    root = env.get(engine.VLLM_CACHE_ENV)
     if not root:
         return None
     try:
@@ -158,8 +156,9 @@ def run(args: argparse.Namespace) -> int:
     env = {**os.environ, **plan.env}
     unwritable = unwritable_cache(env)
     if unwritable:
-        log.warning("%s is not writable (%s): vLLM keeps its cache in the container instead", CACHE_ENV, unwritable)
-        del env[CACHE_ENV]
+        log.warning("%s is not writable (%s): vLLM keeps its cache in the container instead",
+                    engine.VLLM_CACHE_ENV, unwritable)
+        del env[engine.VLLM_CACHE_ENV]
     try:
         return supervise(plan.argv, env, grace_period(cfg, args.grace_period))
     except FileNotFoundError:

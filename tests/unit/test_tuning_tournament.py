@@ -13,6 +13,7 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
+from specpilot.tuning.observations import Observations
 from specpilot_harness.bench import cli
 from specpilot_harness.bench import tournament as bench
 from specpilot_harness.bench.tournament_profiles import SPLITS, build
@@ -21,8 +22,8 @@ PROFILES = Path(cli.__file__).parent / "profiles"
 TUNING = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
 
 
-def article(name: str) -> bench.TournamentProfile:
-    doc = (PROFILES / "tournaments-article.json").read_text()
+def article(name: str, split: str = "article") -> bench.TournamentProfile:
+    doc = (PROFILES / f"tournaments-{split}.json").read_text()
     return next(t for t in bench.load_tournaments(doc) if t.name == name)
 
 
@@ -96,23 +97,31 @@ def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> No
     assert (inner.method, inner.stable_n) == ("dflash", 2)
 
 
-def dev(name: str) -> bench.TournamentProfile:
-    doc = (PROFILES / "tournaments-dev.json").read_text()
-    return next(t for t in bench.load_tournaments(doc) if t.name == name)
-
-
 def test_a_loser_whose_other_n_are_uncertain_is_measured_there_not_extrapolated() -> None:
     # Half the load at 256 sequences per pod, where verifying 8 tokens costs 5x a plain step: DFlash at 7
     # measured +5% against no speculation (inconclusive), the model put N=3 within the margin of 7, and the
     # truth is +20% at 3 (its block accepts more per position when shorter). A second canary at a nearby N,
     # then the N tuner, reach it; with the expectation alone DFlash was never measured again (20% regret).
-    t = dev("tour-dense-mtp-dflash-4005")
+    t = article("tour-dense-mtp-dflash-4005", split="dev")
     assert t.oracle() == ("dflash", 3)
     actions, state, inner = drive(t, seed=0, windows=96)
     canaries = started(actions)
     assert canaries[:2] == [(0, 0), (7, 1)] and (ActionKind.ROLLBACK, 7, 1) in actions
     assert canaries[2][1] == 1 and canaries[2][0] != 7  # the loser again, at another N
     assert (inner.method, inner.stable_n) == ("dflash", 3)
+
+
+def test_a_second_canary_runs_only_at_an_n_the_loser_may_run() -> None:
+    # Converged on DFlash at 2; MTP (candidates 0..7) lost. Its options as anyone with status access could
+    # write them: an N outside its candidates is never canaried, however good it is said to be.
+    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    _, state, inner = drive(t, seed=0, windows=60)
+    assert state.stable == 1 and inner.phase == "converged"
+    cs, obs = bench.contenders(t), Observations(window_s=300.0, stable=None)
+    state.entries[0] = dataclasses.replace(state.entries[0], retried=False, options=[(64, 100.0, 0.0)])
+    assert tour._next(state, inner, TUNING, cs, obs) is None
+    state.entries[0].options = [(5, 100.0, 0.0), (64, 100.0, 0.0)]
+    assert tour._next(state, inner, TUNING, cs, obs)[:2] == (0, 5)
 
 
 def test_a_second_canary_is_worth_its_uncertainty_not_just_its_expectation() -> None:

@@ -17,6 +17,7 @@ import copy
 import posixpath
 from typing import Any
 
+from specpilot_runtime.engine import VLLM_CACHE_ENV
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
 
 from ..api.models import SpeculativeDeployment, gpu_resource
@@ -92,7 +93,7 @@ def _env(sd: SpeculativeDeployment) -> list[dict[str, Any]]:
         env.append({"name": "HF_HOME", "value": cache.mount_path})
         # vLLM's own cache (model-class inspection, startup plans, torch.compile artifacts) on the same
         # volume: a canary or a restarted pod finds it warm and starts sooner (a fresh container's is empty).
-        env.append({"name": "VLLM_CACHE_ROOT", "value": posixpath.join(cache.mount_path, VLLM_CACHE_DIR)})
+        env.append({"name": VLLM_CACHE_ENV, "value": posixpath.join(cache.mount_path, VLLM_CACHE_DIR)})
     secret = sd.spec.engine.hf_token_secret_ref
     if secret:
         env.append({"name": "HF_TOKEN",

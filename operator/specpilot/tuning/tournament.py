@@ -234,12 +234,17 @@ def try_value(margin: float, canary_share: float) -> tuple[float, float]:
     return value, cost
 
 
+def allowed_n(contender: Contender, tuning: Tuning) -> list[int]:
+    """The N the contender may run: its candidates within its method's limits, as its N tuner sees them."""
+    return machine.candidates(TunerState.new(contender.method, contender.n, contender.block_size),
+                              contender.tuning(tuning))
+
+
 def goodput_by_n(contender: Contender, records: Sequence[WindowRecord], model: StepModel, tuning: Tuning,
                  loads: Sequence[float], at: int) -> dict[int, tuple[float, float]]:
     """From a contender's windows: per candidate N, its expected goodput relative to goodput at N=`at`,
     and the sd of that ratio."""
-    state = TunerState.new(contender.method, at, contender.block_size)
-    cands = sorted(set(machine.candidates(state, contender.tuning(tuning))) | {at})
+    cands = sorted(set(allowed_n(contender, tuning)) | {at})
     g = posterior_goodput(contender.method, records, model, cands, loads, tuning.objective)
     ratio = g / g[:, [cands.index(at)]]
     return {n: (float(ratio[:, j].mean()), float(ratio[:, j].std())) for j, n in enumerate(cands)}
@@ -359,8 +364,10 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
     for i, e in enumerate(tour.entries):
         if i == tour.stable or e.retried or e.failure is not None:
             continue
+        # The status is writable by others: only an N the contender may run is ever canaried.
+        allowed = set(allowed_n(contenders[i], tuning))
         for n, expected, sd in e.options:
-            if n and n != e.measured_n:
+            if n and n != e.measured_n and n in allowed:
                 worth, cost = retry_value(expected / tour.scale, sd / tour.scale, tuning.promotion_margin, share,
                                           power)
                 if worth > cost:
