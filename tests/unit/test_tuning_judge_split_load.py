@@ -121,3 +121,20 @@ def test_a_level_with_pairs_of_its_own_is_judged_on_them_not_on_its_neighbours()
     verdict = judge(history + stable, canary, [r.load for r in history + stable], "throughput", 0.02, 0.95, 6)
     assert only_light.decision == "promote", only_light
     assert verdict.decision == "rollback" and verdict.gain < -0.05, verdict
+
+
+def test_a_canary_losing_at_heavy_load_is_not_rolled_back_while_a_light_load_is_unseen() -> None:
+    # 64% of the windows at 4 sequences per pod, a few percent of the goodput: the 4 pairs all came at 256,
+    # where the canary is 5% slower. At light load speculation may multiply goodput, so the rollback waits
+    # for those windows; a canary 30% slower where it was seen cannot make that up and goes at once.
+    history = windows(3, 4.0, 16) + windows(3, 256.0, 9, start=16)
+    wobble = [1.0 + 0.004 * (-1) ** i for i in range(4)]
+    stable = [record(25 + i, "stable", snapshot(3, 256.0, wobble=wobble[i]), 300.0) for i in range(4)]
+    loads = [r.load for r in history + stable]
+
+    def canary(slow: float) -> list:
+        return [record(25 + i, "canary", snapshot(3, 256.0, wobble=wobble[i], slow=slow), 300.0) for i in range(4)]
+
+    slightly = judge(history + stable, canary(1.05), loads, "throughput", 0.02, 0.95, 6)
+    assert slightly.decision == "continue" and slightly.upper > 0.02, slightly
+    assert judge(history + stable, canary(1.3), loads, "throughput", 0.02, 0.95, 6).decision == "rollback"

@@ -170,10 +170,10 @@ def test_drift_threshold_from_the_spec(threshold: float, acceptance_drift: bool)
 
 def test_max_canaries_per_round_from_the_spec() -> None:
     # By default this round tries more than one canary; with maxCanariesPerRound 1 it stops after the first.
-    _, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), until="converged")
+    _, actions = run(FakeDeployment(stable_n=3, load=16.0), TunerState.new("mtp", 3), until="converged")
     assert sum(a.kind == "start_canary" for a in actions) > 1
     tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxCanariesPerRound": 1})
-    state, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), tuning=tuning,
+    state, actions = run(FakeDeployment(stable_n=3, load=16.0), TunerState.new("mtp", 3), tuning=tuning,
                          until="converged")
     assert sum(a.kind == "start_canary" for a in actions) == 1
     assert state.phase == "converged" and state.canaries_in_round == 1
@@ -192,12 +192,12 @@ def _verdicts_before_stop(actions: list[Action]) -> list[str]:
 
 
 def test_no_canary_starts_that_the_window_budget_would_stop_before_a_verdict() -> None:
-    # At load 64 this round tries several canaries in 48 windows; with a budget of 12 windows a canary
+    # At load 16 this round tries several canaries in 48 windows; with a budget of 12 windows a canary
     # planned with fewer than the judge's 4 paired windows left does not start: each gets its verdict.
-    _, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), until="converged")
+    _, actions = run(FakeDeployment(stable_n=3, load=256.0), TunerState.new("mtp", 3), until="converged")
     assert sum(a.kind == "start_canary" for a in actions) > 1
     tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
-    dep = FakeDeployment(stable_n=3, load=64.0)
+    dep = FakeDeployment(stable_n=3, load=256.0)
     state, actions = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
     ends = _verdicts_before_stop(actions)
     assert ends and all(e in ("promote", "rollback") for e in ends)

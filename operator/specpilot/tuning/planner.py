@@ -5,7 +5,8 @@ For each candidate c the planner asks: if a canary ran at c, how much goodput wo
 only gains the judge could promote (above the margin)? That preposterior value is averaged over posterior
 samples of E[L_N] and of the step-time model. A canary costs the canary's share of traffic for the restart
 (it serves nothing) plus its expected loss while analysed; the gain accrues over a value horizon. The
-planner starts the canary with the largest value net of cost, or declares convergence when none is positive.
+planner starts the canary with the largest value net of cost, or declares convergence when none clears
+MIN_NET_VALUE.
 A probe at a high N is thus preferred when it reveals a whole range at once, and speculation off (N = 0)
 is always a candidate.
 """
@@ -30,6 +31,11 @@ ANALYSIS_WINDOWS = 3.0
 VALUE_HORIZON_WINDOWS = 96.0
 # Below this probability of beating the stable by the margin, an N expected within the margin is a near tie.
 TIE_PROBABILITY = 0.1
+# Least value net of cost (relative, over the horizon) a canary must promise. Below it the value is within
+# the model's own approximations, and the cost leaves out what a rollout risks besides traffic (cold caches,
+# a failed start paging someone): on the benchmark's article and dev profiles, canaries promising less than
+# this were promoted 5 times in 74 (true gains 0.4-9.9%, 0.06% of regret per run), those above it 236 in 674.
+MIN_NET_VALUE = 0.005
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,6 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
     net = {c: value[c] - cost[c] for c in value}
     pick = max(net, key=lambda c: (net[c], -abs(c - stable_n)), default=None)
     best_n = max((n for n in cands if n in candidates or n == stable_n), key=lambda n: mean[cands.index(n)])
-    chosen = pick if pick is not None and net[pick] > 0 else None
+    chosen = pick if pick is not None and net[pick] >= MIN_NET_VALUE else None
     tie = best_n if chosen is None and best_n != stable_n and 0 < gain[best_n] < margin else None
     return Plan(stable_n, gain, value, cost, best_n, chosen, tie)
