@@ -10,6 +10,7 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import Action, Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import costs
+from specpilot.tuning.planner import MIN_NET_VALUE
 from specpilot.tuning.state import MAX_HISTORY
 from specpilot_runtime.speculative import Family
 from specpilot_runtime.vllm_metrics import Snapshot
@@ -189,6 +190,17 @@ def _verdicts_before_stop(actions: list[Action]) -> list[str]:
         elif a.kind in ("promote", "rollback", "stop") and ends and not ends[-1]:
             ends[-1] = a.kind
     return ends
+
+
+def test_a_canary_promising_less_than_the_floor_is_not_spent() -> None:
+    # At load 64 the canary at 7 shows long drafts do not pay; N=4 is then still worth a little more than
+    # its canary costs, but less than MIN_NET_VALUE: the round converges instead (N=4 is truly 1.9% worse).
+    state, actions = run(FakeDeployment(stable_n=3, load=64.0), TunerState.new("mtp", 3), until="converged")
+    plan = state.history[-1]["numbers"]
+    net = [(plan["value_pct"][n] - plan["cost_pct"][n]) / 100 for n in plan["value_pct"]]
+    assert net and 0 < max(net) < MIN_NET_VALUE
+    assert [a.n for a in actions if a.kind == "start_canary"] == [7]
+    assert state.phase == "converged" and state.stable_n == 3
 
 
 def test_no_canary_starts_that_the_window_budget_would_stop_before_a_verdict() -> None:
