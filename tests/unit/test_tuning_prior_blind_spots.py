@@ -1,5 +1,6 @@
-"""Two blind spots found running the tuner against simulated engines: a block drafter whose curve changes at
-the top of the range, and a step-time prior that is far too optimistic about speculating."""
+"""Blind spots found running the tuner against simulated engines: a block drafter whose curve changes at
+the top of the range (and one whose curve moves a little with every N), and a step-time prior that is far
+too optimistic about speculating."""
 
 from __future__ import annotations
 
@@ -72,3 +73,17 @@ def test_a_prior_that_makes_speculating_look_cheap_does_not_stop_a_canary() -> N
              0.02, 0.25)
     assert p.next_canary is not None
     assert p.value[0] > p.cost[0]  # speculation off alone is worth trying
+
+
+def test_a_block_drafter_diluted_smoothly_with_n_is_not_walked_down_one_n_at_a_time() -> None:
+    # Each N accepts 1.2% less per position than the one below (a block diluted with length): 7, 15 and
+    # then 14 measured. 14 and 15 barely disagree, so 13 (borrowed from 14) is no longer as uncertain as
+    # all of 7..14 disagree: no canary at 13, 12, ... one after the other.
+    def diluted(n: int) -> list[float]:
+        return [s * (1 - 0.012 * (n - 7)) for s in DFLASH[:n]]
+
+    records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, diluted(15), 6) + dflash_windows(14, diluted(14), 12)
+    assert measured_disagreement(records, 7, 14) > 0.05
+    p = plan("dflash", records, dense_h200(Family.PARALLEL), list(range(16)), 15, [4.0] * 18, "latency",
+             0.02, 0.25, exclude=[7, 14, 15])
+    assert p.next_canary is None

@@ -30,6 +30,8 @@ from .survival import Survival, estimate
 EXTRAPOLATION_SD = 0.08
 # Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
 BORROW_SD = 0.03
+# How much faster than measured above it a parallel drafter's curve may move with N below a measured N.
+LOCAL_RATE_FACTOR = 2.0
 # Standard errors above S_K at which the optimistic bound caps beliefs beyond the observed depth.
 BOUND_Z = 3.0
 # Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
@@ -139,10 +141,22 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
         curve = _curve_samples(estimate(records, exact_n=src), n, d)
         spread = BORROW_SD * np.sqrt(abs(n - src) / src)
         if larger and smaller:
-            # Between two measured N the curve is as uncertain as they disagree with each other.
-            spread = max(spread, measured_disagreement(records, max(smaller), src))
+            # Between two measured N the curve is as uncertain as they disagree with each other, unless N
+            # measured above the one borrowed from show how fast it moves with N there: then no faster
+            # than LOCAL_RATE_FACTOR times that (a cliff at the block's end shows up between its two
+            # topmost N, a curve diluted smoothly with N moves a little per step).
+            spread = max(spread, min(measured_disagreement(records, max(smaller), src),
+                                     LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src)))
         out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(spread * d.borrow)
     return out
+
+
+def local_rate(records: Sequence[WindowRecord], observed: Sequence[int], src: int) -> float:
+    """How much a parallel drafter's curve moves per unit of N above `src`: the largest disagreement per N
+    between consecutive measured N from `src` up (infinite when none is measured above it)."""
+    above = [o for o in observed if o >= src]
+    rates = [measured_disagreement(records, a, b) / (b - a) for a, b in zip(above, above[1:])]
+    return max(rates) if rates else float("inf")
 
 
 def measured_disagreement(records: Sequence[WindowRecord], low: int, high: int) -> float:
