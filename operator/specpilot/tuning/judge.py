@@ -245,8 +245,8 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     in_reach = {i for i, j in nearest.items() if abs(octave[i] - octave[j]) <= 1.0 + 1e-9}
     near = {i: (i if i in ys else nearest[i]) for i in range(len(levels)) if i in ys or i in in_reach}
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
-    seen_enough = sum(level_g[i] for i in near
-                      if len(ys.get(i, [])) >= LEVEL_WINDOWS or (i in in_reach and len(ys[nearest[i]]) >= LEVEL_WINDOWS))
+    enough_near = {i for i in in_reach if len(ys[nearest[i]]) >= LEVEL_WINDOWS}
+    seen_enough = sum(level_g[i] for i in near if len(ys.get(i, [])) >= LEVEL_WINDOWS or i in enough_near)
     covered = float(seen_enough / level_g.sum()) if level_g.sum() > 0 else 0.0
     unseen = 0.0  # share of the mix's goodput at loads no pair came near
     if w.sum() > 0:
