@@ -158,6 +158,9 @@ def test_the_demo_ends_when_every_method_was_measured_and_n_converged() -> None:
     assert not tour.finished(_status(stage="switching"))  # the stable track is rolling to the winner
     # Converged in this very window: a loser's second canary is decided in the next one.
     assert not tour.finished(_status(converged_seq=30))
+    broken = _status()
+    broken["tuning"]["seq"] = "30"  # a status someone else wrote: not finished, and no crash
+    assert not tour.finished(broken)
     assert not tour.finished({"tuning": {"phase": "converged"}})  # no tournament written yet
     assert not tour.finished({})
 

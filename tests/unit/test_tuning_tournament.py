@@ -22,7 +22,7 @@ PROFILES = Path(cli.__file__).parent / "profiles"
 TUNING = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
 
 
-def article(name: str, split: str = "article") -> bench.TournamentProfile:
+def tournament(name: str, split: str = "article") -> bench.TournamentProfile:
     doc = (PROFILES / f"tournaments-{split}.json").read_text()
     return next(t for t in bench.load_tournaments(doc) if t.name == name)
 
@@ -60,7 +60,7 @@ def started(actions: list) -> list:
 
 def test_a_better_method_is_tried_first_and_promoted_by_the_judge() -> None:
     # Qwen3.6-35B-A3B: DFlash 2.06x against MTP's 1.49x (the article).
-    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-mtp-vs-dflash")
     actions, state, inner = drive(t, seed=0, windows=30)
     # No speculation first (it anchors every method's step cost), then the untried alternative at its own N,
     # before any other N of MTP.
@@ -77,7 +77,7 @@ def test_a_better_method_is_tried_first_and_promoted_by_the_judge() -> None:
 
 def test_a_worse_method_is_rolled_back_and_the_stable_method_is_kept() -> None:
     # Qwen3.5-27B on GSM8K: the built-in MTP beat DFlash.
-    t = article("qwen35-27b-gsm8k-mtp-vs-dflash")
+    t = tournament("qwen35-27b-gsm8k-mtp-vs-dflash")
     actions, state, inner = drive(t, seed=0, windows=30)
     assert started(actions)[:2] == [(0, 0), (7, 1)]
     assert (ActionKind.ROLLBACK, 7, 1) in actions
@@ -88,7 +88,7 @@ def test_a_worse_method_is_rolled_back_and_the_stable_method_is_kept() -> None:
 
 def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> None:
     # Under 64-128 sequences per pod DFlash at its usual N=7 loses to MTP, but DFlash at N=2 is the best of all.
-    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-busy-mtp-vs-dflash")
     assert t.oracle() == ("dflash", 2)
     actions, state, inner = drive(t, seed=0, windows=60)
     canaries = started(actions)
@@ -102,7 +102,7 @@ def test_a_loser_whose_other_n_are_uncertain_is_measured_there_not_extrapolated(
     # measured +5% against no speculation (inconclusive), the model put N=3 within the margin of 7, and the
     # truth is +20% at 3 (its block accepts more per position when shorter). A second canary at a nearby N,
     # then the N tuner, reach it; with the expectation alone DFlash was never measured again (20% regret).
-    t = article("tour-dense-mtp-dflash-4005", split="dev")
+    t = tournament("tour-dense-mtp-dflash-4005", split="dev")
     assert t.oracle() == ("dflash", 3)
     actions, state, inner = drive(t, seed=0, windows=96)
     canaries = started(actions)
@@ -114,7 +114,7 @@ def test_a_loser_whose_other_n_are_uncertain_is_measured_there_not_extrapolated(
 def test_a_second_canary_runs_only_at_an_n_the_loser_may_run() -> None:
     # Converged on DFlash at 2; MTP (candidates 0..7) lost. Its options as anyone with status access could
     # write them: an N outside its candidates is never canaried, however good it is said to be.
-    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-busy-mtp-vs-dflash")
     _, state, inner = drive(t, seed=0, windows=60)
     assert state.stable == 1 and inner.phase == "converged"
     cs, obs = bench.contenders(t), Observations(window_s=300.0, stable=None)
@@ -148,7 +148,7 @@ def test_a_loser_s_options_read_back_from_status_only_when_well_formed() -> None
 
 
 def test_the_tournament_resumes_from_its_status_exactly() -> None:
-    t = article("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-busy-mtp-vs-dflash")
     assert drive(t, seed=1, windows=50, via_status=True)[0] == drive(t, seed=1, windows=50)[0]
 
 
@@ -224,7 +224,7 @@ def test_article_tournaments_are_what_the_calibration_builds() -> None:
 
 def test_no_speculation_is_measured_first_and_wins_where_the_method_is_slower() -> None:
     # Qwen3-8B EAGLE-3 on MATH500 is slower than no speculation (the article); DSpark is faster than both.
-    t = article("qwen3-8b-math500-eagle3-vs-dspark-vs-off")
+    t = tournament("qwen3-8b-math500-eagle3-vs-dspark-vs-off")
     actions, state, inner = drive(t, seed=0, windows=40)
     promotions = [(n, c) for kind, n, c in actions if kind == ActionKind.PROMOTE]
     assert promotions[0] == (0, None)  # N=0 of the stable's own method: an N promotion, not a method switch
@@ -277,7 +277,7 @@ def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forge
 
 
 def test_an_alternative_that_never_loads_is_rolled_back_at_its_own_deadline_and_not_tried_again() -> None:
-    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-mtp-vs-dflash")
     dep = bench._deployment(t, 0, 60)
     cs = [c if i == 0 else dataclasses.replace(c, progress_deadline="10m") for i, c in enumerate(bench.contenders(t))]
     state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
@@ -305,7 +305,7 @@ def test_an_alternative_that_never_loads_is_rolled_back_at_its_own_deadline_and_
 
 
 def test_an_off_alternative_is_what_no_speculation_measured() -> None:
-    t = article("qwen36-35b-a3b-mtp-vs-dflash")
+    t = tournament("qwen36-35b-a3b-mtp-vs-dflash")
     cs = bench.contenders(t) + [tour.Contender("off", 0)]
     dep = bench._deployment(t, 0, 30)
     state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)

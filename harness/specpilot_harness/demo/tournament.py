@@ -94,9 +94,9 @@ def finished(status: dict[str, Any]) -> bool:
     tour = status.get("tournament") or {}
     standings = tour.get("standings") or []
     tuning = status.get("tuning") or {}
-    converged_seq = tuning.get("convergedSeq")
+    seq, converged_seq = tuning.get("seq"), tuning.get("convergedSeq")
     if not standings or tuning.get("phase") != Phase.CONVERGED \
-            or not (isinstance(converged_seq, int) and tuning.get("seq", 0) > converged_seq):
+            or not (isinstance(seq, int) and isinstance(converged_seq, int) and seq > converged_seq):
         return False
     return tour.get("canary") is None and tour.get("stage", "idle") == "idle" \
         and not any(r.get("role") in OPEN_ROLES for r in standings)
