@@ -8,7 +8,7 @@ from specpilot.tuning import costs
 from specpilot.tuning.observations import TrackWindow, WindowRecord, record
 from specpilot.tuning.planner import plan
 from specpilot.tuning.step_model import StepModel
-from specpilot.tuning.transfer import measured_disagreement
+from specpilot.tuning.transfer import Draws, measured_disagreement, sample_lengths
 from specpilot_runtime.speculative import Family
 from specpilot_runtime.vllm_metrics import Snapshot
 
@@ -55,6 +55,17 @@ def test_a_block_drafter_that_accepts_less_at_the_top_gets_its_neighbour_tried()
     p = plan("dflash", records, dense_h200(Family.PARALLEL), list(range(16)), 15, [4.0] * 12, "latency",
              0.02, 0.25, exclude=[7, 15])
     assert p.next_canary == 14
+
+
+def test_between_two_measured_n_that_disagree_a_block_drafter_is_believed_like_either() -> None:
+    # 7 and 15 measured, 15's curve 5% below 7's: 14 may sit on 7's curve (the drop is the full block's)
+    # as well as on 15's (the block dilutes below 14). Borrowing 15's curve alone made 14 look like 15, and a
+    # CI run whose canary took half the traffic converged at 15 (95% of the best) without trying 14.
+    records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, DFLASH_AT_15, 6)
+    lengths = sample_lengths("dflash", records, [14], Draws.make(256))[:, 0]
+    like_15, like_7 = 1 + sum(DFLASH_AT_15[:14]), 1 + sum(DFLASH[:14])
+    nearer_7 = float((lengths > (like_15 + like_7) / 2).mean())
+    assert 0.35 < nearer_7 < 0.65
 
 
 def test_a_block_drafter_whose_curve_does_not_depend_on_n_is_not_probed_again() -> None:

@@ -6,8 +6,8 @@
   with depth, so it is not extrapolated from a_1) with a spread, never above the S_K bound.
 - Parallel block drafters (DFlash, DSpark): a block of N masked positions is predicted at once, so S_k may
   depend on N. Windows at exactly N' are used when present; otherwise the nearest observed N is borrowed
-  with a multiplicative uncertainty that grows with the distance, and between two observed N at least as
-  large as their measured disagreement on the positions they share.
+  with a multiplicative uncertainty that grows with the distance; between two observed N that disagree on
+  the positions they share, the curve is as likely either one's.
 
 `sample_lengths` draws E[L_N] for every candidate under these beliefs; the planner and the judge reason
 over those draws. Randomness comes in only as the caller's standard-normal draws, so results are
@@ -47,11 +47,12 @@ class Draws:
     cond: np.ndarray  # (M,) shifts the extrapolated conditional acceptance
     borrow: np.ndarray  # (M,) shifts curves borrowed across N (parallel drafters)
     s1: np.ndarray  # (M,) prior S_1 when nothing is observed
+    between: np.ndarray  # (M,) where between two measured N a parallel drafter's curve sits
 
     @classmethod
     def make(cls, m: int, seed: int = 0) -> "Draws":
         rng = np.random.default_rng(seed)
-        return cls(*(rng.standard_normal(m) for _ in range(4)))
+        return cls(*(rng.standard_normal(m) for _ in range(5)))
 
 
 def prefix_transfers(method: str) -> bool:
@@ -140,14 +141,17 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
         src = min(larger) if larger else max(observed)
         curve = _curve_samples(estimate(records, exact_n=src), n, d)
         spread = BORROW_SD * np.sqrt(abs(n - src) / src)
+        shift = np.zeros(m)
         if larger and smaller:
-            # Between two measured N the curve is as uncertain as they disagree with each other, unless N
-            # measured above the one borrowed from show how fast it moves with N there: then no faster
-            # than LOCAL_RATE_FACTOR times that (a cliff at the block's end shows up between its two
-            # topmost N, a curve diluted smoothly with N moves a little per step).
-            spread = max(spread, min(measured_disagreement(records, max(smaller), src),
-                                     LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src)))
-        out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(spread * d.borrow)
+            # Between two measured N that disagree, the curve is as likely the smaller's on the positions
+            # they share (a drop at the block's end, above N) as the larger's (the block diluted below N).
+            # A smooth move halfway was tried too: it left the neighbour below a full block looking like a
+            # tie, not worth a canary. N measured above the one borrowed from show how fast the curve moves
+            # with N there: then it moves no faster than LOCAL_RATE_FACTOR times that.
+            moved = measured_shift(records, src, max(smaller))
+            between = min(abs(moved), LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src))
+            shift = np.copysign(between, moved) * (d.between > 0)
+        out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(shift + spread * d.borrow)
     return out
 
 
@@ -160,19 +164,24 @@ def local_rate(records: Sequence[WindowRecord], observed: Sequence[int], src: in
 
 
 def measured_disagreement(records: Sequence[WindowRecord], low: int, high: int) -> float:
-    """|log| ratio of sum S_1..S_low measured at N=high to the same sum measured at N=low (parallel drafters).
+    """|log| ratio of sum S_1..S_low measured at N=high to the same sum measured at N=low (parallel drafters)."""
+    return abs(measured_shift(records, low, high))
+
+
+def measured_shift(records: Sequence[WindowRecord], a_n: int, b_n: int) -> float:
+    """log ratio of sum S_1..S_k measured at N=b_n to the same sum at N=a_n, over the positions both measure.
 
     The only evidence of how much S_k depends on N in this deployment: two measured N that agree on their
     common positions make the curve between them trustworthy; a block drafter that accepts less once its
     block is full (say) shows up here, and an N between them is then worth measuring rather than borrowing.
     """
-    a = estimate(records, exact_n=low)
-    b = estimate(records, exact_n=high)
-    k = min(low, a.depth, b.depth)
+    a = estimate(records, exact_n=a_n)
+    b = estimate(records, exact_n=b_n)
+    k = min(a_n, b_n, a.depth, b.depth)
     sum_a, sum_b = sum(a.s[:k]), sum(b.s[:k])
     if k == 0 or sum_a <= 0 or sum_b <= 0:
         return 0.0
     # Sampling noise is not discounted: when the two N were measured in a few windows, the curve between
     # them is that much less certain too (discounting it let a canary promoted in four windows hide the
     # drop at the block's end, so its neighbour was never tried).
-    return abs(float(np.log(sum_b / sum_a)))
+    return float(np.log(sum_b / sum_a))
