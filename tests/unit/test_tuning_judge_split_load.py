@@ -31,10 +31,11 @@ def test_a_load_far_from_anything_paired_still_holds_the_verdict() -> None:
     assert verdict.decision == "continue" and "waiting for loads" in verdict.reason
 
 
-def _better_canary(start: int, count: int, load: float, n: int = 5) -> tuple[list, list]:
-    """Paired windows of the stable at N=3 and a canary at `n` (better: the curve rewards longer drafts)."""
+def _better_canary(start: int, count: int, load: float, n: int = 5, stable_n: int = 3) -> tuple[list, list]:
+    """Paired windows of the stable at `stable_n` and a canary at `n` (better at light load: the curve
+    rewards longer drafts)."""
     wobble = [1.0 + 0.004 * (-1) ** i for i in range(count)]
-    stable = [record(start + i, "stable", snapshot(3, load, wobble=wobble[i]), 300.0) for i in range(count)]
+    stable = [record(start + i, "stable", snapshot(stable_n, load, wobble=wobble[i]), 300.0) for i in range(count)]
     canary = [record(start + i, "canary", snapshot(n, load, wobble=wobble[i]), 300.0) for i in range(count)]
     return stable, canary
 
@@ -145,15 +146,10 @@ def test_at_the_last_look_a_rarely_seen_heavy_level_is_judged_on_its_own_pairs()
     # 10% of the time does): at the last look the verdict rests on that pair, with its doubt, instead of a
     # rollback for loads "never seen" (the mixed-load bench rolled back canaries 10-30% better at every
     # load so, round after round). N=3 against N=1: +45% at 4 sequences, +20% at 64.
-    def pairs(start: int, count: int, load: float) -> tuple[list, list]:
-        wobble = [1.0 + 0.004 * (-1) ** i for i in range(count)]
-        return ([record(start + i, "stable", snapshot(1, load, wobble=wobble[i]), 300.0) for i in range(count)],
-                [record(start + i, "canary", snapshot(3, load, wobble=wobble[i]), 300.0) for i in range(count)])
-
     heavy = windows(1, 64.0, 2)
     alone = windows(1, 4.0, 6, start=2)
-    light_s, light_c = pairs(8, 17, 4.0)
-    heavy_s, heavy_c = pairs(25, 1, 64.0)
+    light_s, light_c = _better_canary(8, 17, 4.0, n=3, stable_n=1)
+    heavy_s, heavy_c = _better_canary(25, 1, 64.0, n=3, stable_n=1)
     loads = [r.load for r in heavy + alone + light_s + heavy_s]
     verdict = judge(heavy + alone + light_s + heavy_s, light_c + heavy_c, loads, "throughput", 0.02, 0.95, 6)
     assert verdict.decision == "promote", verdict

@@ -36,8 +36,8 @@ OBSERVE_WINDOWS = 2
 # Windows of load seen in a round before it may converge: the best N depends on the load mix, and two
 # windows may not have seen it yet (a canary can start earlier: it is itself a way to learn).
 CONVERGE_WINDOWS = 6
-# Windows of load seen before a canary the judge found better is promoted (at its last look it is promoted
-# anyway): a heavy level 10% of the time, which may carry most of the goodput, is missed by 8 windows 2
+# Windows in the load mix (`load_mix`: recent stable windows, kept across rounds unless acceptance drifted)
+# before a canary the judge found better is promoted (at its last look it is promoted anyway): a heavy level 10% of the time, which may carry most of the goodput, is missed by 8 windows 2
 # times in 5, by 16 1 time in 6. A parallel drafter +38% at 1-4 sequences per pod was promoted after 9
 # windows, all light; at 64 and 256 it loses 16-21%, -5.4% over the mix.
 PROMOTE_MIX_WINDOWS = 16
@@ -102,8 +102,8 @@ def judge_power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.n
 
 
 def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:
-    """Why a canary the judge would promote keeps analysing for now (None: promote): the round's load mix
-    is not yet seen in PROMOTE_MIX_WINDOWS windows, and the canary has windows left."""
+    """Why a canary the judge would promote keeps analysing for now (None: promote): the load mix holds
+    fewer than PROMOTE_MIX_WINDOWS windows, and the canary has windows left."""
     seen = len(load_mix(state))
     if seen >= PROMOTE_MIX_WINDOWS or v.windows >= EXTEND * tuning.canary.windows:
         return None
