@@ -265,9 +265,12 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     measured = known(state.method, state.records)
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
     alt = max(rivals, key=p.gain.__getitem__, default=None)
-    if alt is not None and p.gain[alt] > p.gain[c] + tuning.promotion_margin / 2:
+    # A canary is a probe once per stable N: two canaries each proven better than the stable, each expected
+    # to trail the other, would otherwise probe each other until the round's budget ran out.
+    if alt is not None and c not in state.probed and p.gain[alt] > p.gain[c] + tuning.promotion_margin / 2:
         # c stays a candidate: should the probe fail, the planner may come back to a proven winner.
         state.tried.remove(c)
+        state.probed.append(c)
         return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
                                      f"N={c} {p.gain[c]:.1%}", numbers)
     if alt is not None and v.windows < tuning.canary.windows:
@@ -292,6 +295,7 @@ def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, A
     # An N rolled back against the old stable (or before the round had seen its whole load mix) may well
     # beat the new one: against it, only the planner's value and the round's budget rule it out.
     state.tried = []
+    state.probed = []
     state.enter(Phase.PROMOTING, now)
     return decide(state, now, action, numbers)
 
@@ -386,6 +390,7 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     state.canaries_in_round = 0
     state.windows_in_round = 0
     state.tried = []
+    state.probed = []
     state.reference = None
     state.enter(Phase.OBSERVING, now)
     return decide(state, now, Action(ActionKind.HOLD, state.stable_n, f"drift: {reason}"), {})

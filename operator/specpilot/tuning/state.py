@@ -36,6 +36,7 @@ class TunerState:
     canaries_in_round: int = 0
     windows_in_round: int = 0
     tried: list[int] = field(default_factory=list)  # canaries against the current stable N, in order
+    probed: list[int] = field(default_factory=list)  # canaries rolled back as probes against the current stable N
     seq: int = 0  # windows seen, ever
     phase_since: float = 0.0  # time the phase was entered
     analysis_from_seq: int | None = None  # first window of the running canary's analysis
@@ -68,7 +69,8 @@ class TunerState:
             method=s["method"], stable_n=int(s["stableN"]), block_size=s.get("blockSize"),
             phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=int(s["round"]),
             canaries_in_round=int(s["canariesInRound"]), windows_in_round=int(s["windowsInRound"]),
-            tried=[int(n) for n in s.get("tried", [])], seq=int(s["seq"]),
+            tried=[int(n) for n in s.get("tried", [])], probed=[int(n) for n in s.get("probed", [])],
+            seq=int(s["seq"]),
             phase_since=float(s["phaseSince"]), analysis_from_seq=s.get("analysisFromSeq"),
             records=[WindowRecord.from_json(r) for r in s.get("records", [])],
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
@@ -84,7 +86,8 @@ class TunerState:
             "version": STATE_VERSION, "method": self.method, "stableN": self.stable_n,
             "blockSize": self.block_size, "phase": self.phase, "canaryN": self.canary_n,
             "round": self.round, "canariesInRound": self.canaries_in_round,
-            "windowsInRound": self.windows_in_round, "tried": list(self.tried), "seq": self.seq,
+            "windowsInRound": self.windows_in_round, "tried": list(self.tried), "probed": list(self.probed),
+            "seq": self.seq,
             "phaseSince": self.phase_since, "analysisFromSeq": self.analysis_from_seq,
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,

@@ -311,7 +311,7 @@ def _off_probe(tour: Tournament, inner: TunerState, contenders: Sequence[Contend
     # An N promotion of the stable's own method: the N tuner waits for the stable track to roll.
     tour.enter(Stage.IDLE, now)
     tour.scale *= 1.0 + v.gain
-    inner.stable_n, inner.tried = 0, []
+    inner.stable_n, inner.tried, inner.probed = 0, [], []
     inner.enter(Phase.PROMOTING, now)
     return dataclasses.replace(action, contender=None)
 

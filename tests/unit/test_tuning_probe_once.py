@@ -1,0 +1,54 @@
+"""A canary proven better is rolled back as a probe at most once per stable N: when the model keeps expecting
+the other of two proven N to be ahead by more than half the margin, the first, proven again, is promoted
+rather than both being probed in turn until the round's budget runs out (seen in a benchmark run as canaries
+[0, 1, 0, 1] and no promotion)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specpilot.tuning import ActionKind, TunerState, machine, step
+from specpilot.tuning.judge import Verdict
+from specpilot.tuning.kinds import Ruling
+from specpilot.tuning.planner import Plan
+
+from test_tuning_machine import TUNING, FakeDeployment
+
+FLIP = {0: 1, 1: 0}  # each N's rival: the model always expects the other one to be 1.5% ahead
+
+
+def fickle_plan(method, records, model, candidates, stable_n, loads, objective, margin, share, exclude=(),
+                power=None) -> Plan:
+    canary = next((r.n for r in reversed(records) if r.track == "canary"), None)
+    ahead = FLIP.get(canary, 1)
+    gain = {n: 0.0 for n in candidates} | {0: 0.20, 1: 0.20, ahead: 0.215}
+    gain[stable_n] = 0.0
+    nxt = next((n for n in (ahead, FLIP[ahead]) if n not in exclude and n != stable_n), None)
+    return Plan(stable_n, gain, {n: 0.1 for n in candidates}, {n: 0.01 for n in candidates},
+                max(gain, key=gain.__getitem__), nxt)
+
+
+def proven(*args, **kwargs) -> Verdict:
+    return Verdict(Ruling.PROMOTE, 0.2, 0.1, 0.3, 6, "measured better by 20.0% (lower bound 10.0%)")
+
+
+@pytest.fixture
+def fickle_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "plan", fickle_plan)
+    monkeypatch.setattr(machine, "judge", proven)
+    monkeypatch.setattr(machine, "known", lambda method, records: {0, 1, 3})
+    monkeypatch.setattr(machine, "PROMOTE_MIX_WINDOWS", 0)
+
+
+def test_two_proven_canaries_the_model_ranks_each_behind_the_other_end_in_a_promotion(fickle_model: None) -> None:
+    dep = FakeDeployment(stable_n=3)
+    state = TunerState.new("eagle3", 3)
+    for _ in range(40):
+        state, action = step(state, TUNING, dep.observe(), dep.now())
+        dep.apply(action)
+        if action.kind == ActionKind.PROMOTE:
+            break
+    probes = [h["n"] for h in state.history if h["reason"].startswith("probe:")]
+    assert action.kind == ActionKind.PROMOTE and action.n in (0, 1), state.history
+    assert probes == [1, 0] and action.n == 1  # each probed once; the first, proven again, is promoted
+    assert state.to_status()["probed"] == [] and state.tried == []
