@@ -11,8 +11,8 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import Action, Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import costs
-from specpilot.tuning.machine import PROMOTE_MIX_WINDOWS
-from specpilot.tuning.planner import MIN_NET_VALUE
+from specpilot.tuning.machine import PROMOTE_MIX_WINDOWS, candidates, fitted_model, load_mix
+from specpilot.tuning.planner import MIN_NET_VALUE, plan
 from specpilot.tuning.state import MAX_HISTORY
 from specpilot_runtime.speculative import Family
 from specpilot_harness.bench import cli
@@ -329,3 +329,20 @@ def test_a_drafter_better_only_at_the_light_loads_seen_first_is_not_promoted() -
     run_ = run_tuner(profile, seed=1)
     assert (7, 15) not in run_.promotions
     assert all(profile.goodput(new) >= profile.goodput(old) * 0.995 for old, new in run_.promotions), run_
+
+
+def test_a_round_stopped_by_its_budget_is_not_reopened_on_the_same_load_mix() -> None:
+    # At load 256 the round wants more canaries than 12 windows allow. When the cooldown ends, the same
+    # load mix is no reason for a new round: that would make the budget a mere pause. (A load mix that
+    # moves does open one: test_load_drift_returns_to_observing.)
+    tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
+    dep = FakeDeployment(stable_n=3, load=256.0)
+    state, _ = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    assert "window budget of the round spent" in state.history[-1]["reason"]
+    state, actions = run(dep, state, tuning=tuning, windows=12)
+    assert all(a.kind == "hold" and a.reason == "converged" for a in actions[4:]) and state.round == 1
+    model = fitted_model(state)
+    wanted = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, load_mix(state),
+                  tuning.objective, tuning.promotion_margin, 0.25, exclude=state.tried).next_canary
+    assert wanted is not None  # the planner still sees a canary worth it: the budget is what stopped it
+    assert set(state.to_status()["convergedLoads"]) == {256.0}

@@ -193,6 +193,7 @@ def _converge(state: TunerState, tuning: Tuning, now: float, reason: str, stop: 
     state.reference = None  # set from the steady state that follows (see _converged)
     state.converged_at = now
     state.converged_seq = state.seq
+    state.converged_loads = [round(b, 2) for b in load_mix(state)]
     numbers = dict(numbers or {})
     if tuning.mode == "schedule":
         proposal = propose(state.method, state.records, fitted_model(state), candidates(state, tuning),
@@ -383,6 +384,15 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
             return Action(ActionKind.HOLD, state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
+        if state.converged_loads is not None:
+            then = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
+                        state.converged_loads, tuning.objective, tuning.promotion_margin, _share(tuning, obs),
+                        exclude=state.tried, power=judge_power(model, tuning))
+            if then.next_canary is not None and then.best_n == p.best_n:
+                # On the loads it converged on the round would want a canary too, for the same best N: it
+                # ended on its budget, or the model moved with more windows at the same N. Neither is the
+                # load mix moving, and a new round for it would only spend canaries the budget denied.
+                return Action(ActionKind.HOLD, state.stable_n, "converged")
         reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
     state.near_tie = None

@@ -45,6 +45,7 @@ class TunerState:
     reference: dict[str, float] | None = None  # stable's numbers at convergence, for drift
     converged_at: float | None = None
     converged_seq: int | None = None
+    converged_loads: list[float] | None = None  # the load mix the round converged on (sequences per pod)
     schedule: dict[str, Any] | None = None  # the latest schedule proposal (schedule mode)
     # Batch-size schedules ([lo, hi, K] rows, vLLM's num_speculative_tokens_per_batch_size) the tracks serve;
     # None: the track drafts its N at every batch size.
@@ -76,6 +77,7 @@ class TunerState:
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
+            converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
             schedule=s.get("schedule"), stable_schedule=_rows(s.get("stableSchedule")),
             canary_schedule=_rows(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=s.get("nearTie"), history=list(s.get("history", [])))
@@ -91,7 +93,7 @@ class TunerState:
             "phaseSince": self.phase_since, "analysisFromSeq": self.analysis_from_seq,
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,
-            "convergedSeq": self.converged_seq,
+            "convergedSeq": self.converged_seq, "convergedLoads": self.converged_loads,
             "schedule": self.schedule, "stableSchedule": self.stable_schedule,
             "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
         }
