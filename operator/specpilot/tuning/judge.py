@@ -125,13 +125,22 @@ def promotion_z(confidence: float, dof: float, windows: int, horizon: int) -> fl
 
 def promotion_power(gain: np.ndarray, margin: float, confidence: float, noise_sd: float,
                     windows: int) -> np.ndarray:
-    """Chance that the judge promotes a canary truly better by `gain` (relative) within `windows` paired
-    windows of per-window spread `noise_sd` (normal approximation at the last look): its measured mean must
-    reach the margin and clear the boundary. What a canary is worth to the planner."""
-    se = noise_sd / math.sqrt(max(windows, 1))
-    z = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+    """Chance that the judge promotes a canary truly better by `gain` (relative), configured for `windows`
+    paired windows of per-window spread `noise_sd` (normal approximations). What a canary is worth to the
+    planner. The canary must measure at least the margin by its configured windows (else it is rolled back
+    as inconclusive, not extended), and by the last of EXTEND times as many reach the margin and clear the
+    boundary; the product of the two chances is a little low, as the second look includes the first's
+    windows."""
     g = np.log1p(np.maximum(gain, -0.99))
-    x = np.minimum((g - math.log1p(margin)) / se, g / se - z)
+    m = math.log1p(margin)
+    z = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+    se = noise_sd / math.sqrt(max(windows, 1))
+    se_last = se / math.sqrt(EXTEND)
+    x = np.minimum((g - m) / se_last, g / se_last - z)
+    return _phi((g - m) / se) * _phi(x)
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
 
 

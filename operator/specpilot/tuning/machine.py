@@ -98,7 +98,7 @@ def judge_power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.n
     """The judge's chance of promoting a true gain, with the per-window spread the paired step times show."""
     noise_sd = math.sqrt(model.noise_var)
     return partial(promotion_power, margin=tuning.promotion_margin, confidence=tuning.confidence,
-                   noise_sd=noise_sd, windows=EXTEND * tuning.canary.windows)
+                   noise_sd=noise_sd, windows=tuning.canary.windows)
 
 
 def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:
