@@ -46,16 +46,17 @@ def judge_promotes(gain: float, rng: random.Random, runs: int = 200) -> float:
 
 
 def test_the_planner_values_a_canary_by_how_often_the_judge_proves_it() -> None:
-    # A canary measured below the margin by its configured windows is rolled back, not extended: near the
-    # margin the judge proves a true gain about a third of the time, far less than its last look alone
-    # would (the planner once valued a +3% canary at 3/4 of its gain).
+    # A canary measured no better than the stable by its configured windows is rolled back, not extended:
+    # the judge proves a true +3% about half the time. (The planner once valued it by the last look alone,
+    # at 3/4, while the judge extended only canaries measured above the margin and proved it 0.38 of the
+    # time.)
     rng = random.Random(7)
     gains = [0.0, 0.02, 0.03, 0.045, 0.06, 0.1]
     predicted = POWER(np.array(gains))
     simulated = [judge_promotes(g, rng) for g in gains]
     assert np.all(np.diff(predicted) > 0)
     assert np.allclose(predicted, simulated, atol=0.12), list(zip(gains, predicted.round(2), simulated))
-    assert predicted[2] < 0.45 and predicted[-1] > 0.99
+    assert predicted[2] < 0.6 and predicted[-1] > 0.99
 
 
 def window(seq: int, n: int, curve: list[float]) -> WindowRecord:
