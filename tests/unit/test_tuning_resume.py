@@ -44,6 +44,11 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(history=[1, 2]), "history holds"),
     (_written(records=[{"bogus": 1}]), "cannot be read"),
     (_written(reference=[1.0]), "reference is not an object"),
+    (_written(probed="7"), "probed is not a list"),
+    (_written(probed=["x"]), "cannot be read"),
+    (_written(convergedLoads=[4.0, float("nan")]), "convergedLoads is not a list"),
+    (_written(convergedLoads=["4"]), "convergedLoads is not a list"),
+    (_written(convergedLoads=[4.0] * 10_000), "convergedLoads is not a list of at most 48"),
     (_written(stableN=999), "stableN 999 cannot run"),
     ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
 ])

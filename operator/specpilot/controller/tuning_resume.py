@@ -6,6 +6,7 @@ every window nor render a track from it (reconcile.plan_tracks asks `problem` to
 
 from __future__ import annotations
 
+import math
 from numbers import Real
 from typing import Any
 
@@ -13,6 +14,7 @@ from specpilot.api.models import SpeculativeDeployment
 from specpilot.render.engine import engine_config
 from specpilot.tuning import TunerState
 from specpilot.tuning.kinds import ActionKind, Phase
+from specpilot.tuning.machine import LOADS_KEPT
 from specpilot.tuning.state import STATE_VERSION
 
 INVALID_STATE = "TuningStateInvalid"
@@ -48,9 +50,13 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
         found = _schedule_shape(key, tuning.get(key))
         if found:
             return found
-    for key in ("tried", "records", "pairs", "history"):
+    for key in ("tried", "probed", "records", "pairs", "history"):
         if not isinstance(tuning.get(key, []), list):
             return f"{key} is not a list"
+    loads = tuning.get("convergedLoads")
+    if loads is not None and not (isinstance(loads, list) and len(loads) <= LOADS_KEPT and all(
+            isinstance(b, Real) and not isinstance(b, bool) and math.isfinite(b) and b >= 1 for b in loads)):
+        return f"convergedLoads is not a list of at most {LOADS_KEPT} loads (finite numbers >= 1)"
     if not all(isinstance(entry, dict) for entry in tuning.get("history", [])):
         return "history holds something other than objects"
     return None

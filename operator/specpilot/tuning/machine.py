@@ -25,7 +25,7 @@ from . import drift
 from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, promotion_power
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
-from .planner import plan, posterior_goodput
+from .planner import Plan, plan, posterior_goodput
 from .schedule import propose, schedule_text
 from .state import TunerState
 from .step_model import StepModel
@@ -37,9 +37,10 @@ OBSERVE_WINDOWS = 2
 # windows may not have seen it yet (a canary can start earlier: it is itself a way to learn).
 CONVERGE_WINDOWS = 6
 # Windows in the load mix (`load_mix`: recent stable windows, kept across rounds unless acceptance drifted)
-# before a canary the judge found better is promoted (at its last look it is promoted anyway): a heavy level 10% of the time, which may carry most of the goodput, is missed by 8 windows 2
-# times in 5, by 16 1 time in 6. A parallel drafter +38% at 1-4 sequences per pod was promoted after 9
-# windows, all light; at 64 and 256 it loses 16-21%, -5.4% over the mix.
+# before a canary the judge found better is promoted (at its last look it is promoted anyway): a heavy
+# level 10% of the time, which may carry most of the goodput, is missed by 8 windows 2 times in 5, by 16 1
+# time in 6. A parallel drafter +38% at 1-4 sequences per pod was promoted after 9 windows, all light; at
+# 64 and 256 it loses 16-21%, -5.4% over the mix.
 PROMOTE_MIX_WINDOWS = 16
 # Default candidate ceiling when the spec lists none: the source article's sweeps (docs/references.md §1)
 # for sequential and lookup drafters went to 7; parallel drafters are bounded by their block size instead.
@@ -101,6 +102,13 @@ def judge_power(model: StepModel, tuning: Tuning) -> Callable[[np.ndarray], np.n
                    noise_sd=noise_sd, windows=tuning.canary.windows)
 
 
+def _plan(state: TunerState, tuning: Tuning, obs: Observations, model: StepModel, loads: list[float]) -> Plan:
+    """The planner on the tuner's measurements, for the load mix `loads`; N tried this round excluded."""
+    return plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
+                tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried,
+                power=judge_power(model, tuning))
+
+
 def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:
     """Why a canary the judge would promote keeps analysing for now (None: promote): the load mix holds
     fewer than PROMOTE_MIX_WINDOWS windows, and the canary has windows left."""
@@ -137,9 +145,7 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
                                              f"(started N={state.stable_n})")
     model = fitted_model(state)
-    p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
-             load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-             exclude=state.tried, power=judge_power(model, tuning))
+    p = _plan(state, tuning, obs, model, load_mix(state))
     if p.next_canary is None and len(load_mix(state)) < CONVERGE_WINDOWS:
         return Action(ActionKind.HOLD, state.stable_n, f"observing the load mix (best N so far {p.best_n})")
     if p.next_canary is None:
@@ -259,9 +265,7 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     # that N compete against c with the margin, and the margin would hide the remaining gain). When that
     # N may plausibly be ahead (probability above 1 - confidence), keep analysing while windows remain:
     # the paired step times sharpen the step-time model, which is what separates neighbours.
-    p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, loads,
-             tuning.objective, tuning.promotion_margin, _share(tuning, obs), exclude=state.tried,
-             power=judge_power(model, tuning))
+    p = _plan(state, tuning, obs, model, loads)
     numbers["plan"] = p.to_json()
     measured = known(state.method, state.records)
     rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
@@ -378,16 +382,12 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
                                                        f"{schedule_text(state.stable_schedule)}")
     else:
         model = fitted_model(state)
-        p = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
-                 load_mix(state), tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-                 exclude=state.tried, power=judge_power(model, tuning))
+        p = _plan(state, tuning, obs, model, load_mix(state))
         if p.next_canary is None:
             state.near_tie = p.tie_reason or None
             return Action(ActionKind.HOLD, state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
         if state.converged_loads is not None:
-            then = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n,
-                        state.converged_loads, tuning.objective, tuning.promotion_margin, _share(tuning, obs),
-                        exclude=state.tried, power=judge_power(model, tuning))
+            then = _plan(state, tuning, obs, model, state.converged_loads)
             if then.next_canary is not None and then.best_n == p.best_n:
                 # On the loads it converged on the round would want a canary too, for the same best N: it
                 # ended on its budget, or the model moved with more windows at the same N. Neither is the

@@ -35,8 +35,9 @@ TIE_PROBABILITY = 0.1
 # the model's own approximations, and the cost leaves out what a rollout risks besides traffic (cold caches,
 # a failed start paging someone): on the benchmark's article and dev profiles, 1 of the 23 canaries that
 # promised less was promoted, 240 of the 725 above it (counted before `judge.promotion_power` followed the
-# judge's extension rule, which lowered near-margin values; the floor was not re-tuned). Twice this cut 3 times as many and lost a block
-# drafter's probe below a full block (N=14 after 15, +5%, at a canary share of one half: net 0.49%).
+# judge's extension rule, which lowered near-margin values; the floor was not re-tuned). Twice this cut 3
+# times as many and lost a block drafter's probe below a full block (N=14 after 15, +5%, at a canary share
+# of one half: net 0.49%).
 MIN_NET_VALUE = 0.0025
 
 
