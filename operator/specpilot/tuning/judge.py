@@ -273,13 +273,19 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     pooled = (ss_l.sum() + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) / (n_l.sum() - len(seen) + NOISE_PRIOR_DOF)
     dof_l = n_l - 1 + LEVEL_PRIOR_DOF
     var_l = (ss_l + LEVEL_PRIOR_DOF * pooled) / dof_l
-    terms = w ** 2 * var_l / n_l
+    # The goodput ratio over the mix is the weighted mean of the levels' ratios, not of their logs: a
+    # canary 3.5x faster at a light level carrying 6% of the goodput and even at the heavy one is +15%, where
+    # the mean of logs says +8% (a parallel drafter truly +16% against no speculation was measured +5% so,
+    # and rolled back twice). Loads no pair came near count as no gain.
+    ratio = w * np.exp(means)
+    total = float(ratio.sum()) + unseen
+    terms = (ratio / total) ** 2 * var_l / n_l  # delta method: d log(total) / d mean_l = ratio_l / total
     # Loads no pair came near count as the sceptical prior says (no gain, give or take GAIN_PRIOR_SD):
     # a canary that wins where it was seen cannot be promoted on that alone when it may lose elsewhere.
     se2 = float(terms.sum()) + (unseen * GAIN_PRIOR_SD) ** 2
     dof = se2 ** 2 / float((terms ** 2 / dof_l).sum())  # at least the smallest dof_l: LEVEL_PRIOR_DOF
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
-    post_mean = float((w * means).sum()) / se2 * post_var
+    post_mean = math.log(total) / se2 * post_var
     return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen)
 
 

@@ -129,10 +129,12 @@ def decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any
     return action
 
 
-def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
+def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float, wait: str | None = None) -> Action:
     at_stable = [r for r in state.records if r.n == state.stable_n]
     if len(at_stable) < OBSERVE_WINDOWS or not any(r.track == "stable" for r in state.records):
         return Action(ActionKind.HOLD, state.stable_n, "observing the stable track")
+    if wait:
+        return Action(ActionKind.HOLD, state.stable_n, wait)
     if state.canaries_in_round >= tuning.max_canaries_per_round:
         return _converge(state, tuning, now, "canary budget of the round spent", stop=True)
     left = tuning.max_windows_per_round - state.windows_in_round
@@ -328,8 +330,10 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
         state.add_pair(fitted_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
 
 
-def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tuple[TunerState, Action]:
-    """Advance the tuner by one window. Pure: returns a new state and the action for the controller."""
+def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
+         wait: str | None = None) -> tuple[TunerState, Action]:
+    """Advance the tuner by one window. Pure: returns a new state and the action for the controller.
+    `wait`: why no round may plan now (the method tournament has a canary of its own to run first)."""
     st = state.copy()
     if not tuning.enabled:
         # Drop any canary; when tuning is enabled again, it resumes by observing the stable track.
@@ -359,7 +363,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> tu
         if obs.canary is not None and obs.canary.ready_pods > 0:
             return st, Action(ActionKind.HOLD, None, "waiting for the canary to go")
         st.enter(Phase.OBSERVING, now)
-    return st, _observe(st, tuning, obs, now)
+    return st, _observe(st, tuning, obs, now, wait)
 
 
 def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:

@@ -332,6 +332,16 @@ def _stable_records(inner: TunerState) -> list[WindowRecord]:
     return [r for r in inner.records if r.track == "stable"]
 
 
+def _untried(tour: Tournament, tuning: Tuning, obs: Observations) -> list[int]:
+    """Contenders never measured, when a first canary of one is worth its cost: they go before any N canary
+    of the stable's method (a method moves goodput by tens of percent, an N by a few; N tuned for a method
+    about to lose is a canary spent for nothing)."""
+    value, cost = try_value(tuning.promotion_margin, _share(tuning, obs))
+    if value <= cost:
+        return []
+    return [i for i, e in enumerate(tour.entries) if i != tour.stable and e.measured_n is None]
+
+
 def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequence[Contender],
           obs: Observations) -> tuple[int, int, str] | None:
     """The method canary to start now, if any: (contender, N, reason)."""
@@ -343,15 +353,14 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
             or inner.canaries_in_round >= tuning.max_canaries_per_round:
         return None
     value, cost = try_value(tuning.promotion_margin, _share(tuning, obs))
-    untried = [i for i, e in enumerate(tour.entries) if i != tour.stable and e.measured_n is None]
+    untried = _untried(tour, tuning, obs)
     own = machine.candidates(inner, contenders[tour.stable].tuning(tuning))
-    if untried and value > cost and not anchored(inner) and 0 in own and not tour.probed_off:
+    if untried and not anchored(inner) and 0 in own and not tour.probed_off:
         return tour.stable, 0, ("no speculation (N=0) not measured yet: it is a contender, and the anchor of "
                                 "every method's step cost on this machine")
-    for i, (c, e) in enumerate(zip(contenders, tour.entries)):
-        if i != tour.stable and e.measured_n is None and value > cost:
-            return i, c.n, (f"{c.method} untried: expected value {value:.2%} over cost {cost:.2%} "
-                            f"(its goodput is unknown until measured)")
+    for i in untried:
+        return i, contenders[i].n, (f"{contenders[i].method} untried: expected value {value:.2%} over cost "
+                                    f"{cost:.2%} (its goodput is unknown until measured)")
     if inner.phase != Phase.CONVERGED:
         return None
     # Second chances, once the stable's N is tuned: the loser's N whose expected promotable gain over the
@@ -498,7 +507,9 @@ def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequen
     if t.stage == Stage.IDLE:
         pick = _next(t, inner, tuning, contenders, obs)
         if pick is None:
-            st, action = machine.step(inner, own, obs, now)
+            first = _untried(t, tuning, obs) if inner.canaries_in_round < tuning.max_canaries_per_round else []
+            wait = f"{contenders[first[0]].method} untried: it is canaried before N is tuned" if first else None
+            st, action = machine.step(inner, own, obs, now, wait)
             if action.kind == ActionKind.PROMOTE:
                 gain = (st.history[-1].get("numbers", {}).get("verdict") or {}).get("gain_pct")
                 t.scale *= 1.0 + (gain or 0.0) / 100.0
