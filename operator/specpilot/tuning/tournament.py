@@ -107,12 +107,18 @@ class Entry:
     failure: str | None = None  # why its canary measured nothing (never Ready, unhealthy): not tried again
     # Every other N it could run: (N, expected goodput, sd), what a second canary is chosen from.
     options: list[tuple[int, float, float]] = field(default_factory=list)
+    # Its windows and its step times against N = 0, for its N tuner should it be promoted later: without
+    # them a contender promoted at N=1 after losing at 4 was canaried at 7 again, the N it had measured
+    # worse.
+    records: list[WindowRecord] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"measuredN": self.measured_n, "gain": self.gain, "lower": self.lower, "upper": self.upper,
                 "acceptedLength": self.accepted_length, "bestN": self.best_n, "expected": self.expected,
                 "sd": self.sd, "retried": self.retried, "failure": self.failure,
-                "options": [list(o) for o in self.options]}
+                "options": [list(o) for o in self.options], "records": [r.to_json() for r in self.records],
+                "pairs": [p.to_json() for p in self.pairs]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Entry":
@@ -127,7 +133,9 @@ class Entry:
         failure = d.get("failure")
         return cls(whole("measuredN"), num("gain"), num("lower"), num("upper"), num("acceptedLength"),
                    whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")),
-                   failure[:MAX_FAILURE] if isinstance(failure, str) else None, _options(d.get("options")))
+                   failure[:MAX_FAILURE] if isinstance(failure, str) else None, _options(d.get("options")),
+                   [WindowRecord.from_json(r) for r in d.get("records", [])[-MAX_RECORDS:]],
+                   [Pair.from_json(p) for p in d.get("pairs", [])[-MAX_RECORDS:]])
 
 
 def _options(value: Any) -> list[tuple[int, float, float]]:
@@ -428,7 +436,9 @@ def _end_canary(tour: Tournament, inner: TunerState, kind: ActionKind, reason: s
 
 def _measure(entry: Entry, contender: Contender, records: Sequence[WindowRecord], model: StepModel,
              tuning: Tuning, loads: Sequence[float], n: int, level: float, verdict: Any | None) -> None:
-    """Keep what was measured of a contender at N; `level`: its goodput there, relative to the start."""
+    """Keep what was measured of a contender at N; `level`: its goodput there, relative to the start.
+    `records` and `model` are all that is known of it: its windows, and its step times against N = 0."""
+    entry.records, entry.pairs = list(records)[-MAX_RECORDS:], list(model.pairs)[-MAX_RECORDS:]
     entry.measured_n = n
     if verdict is not None:
         entry.gain, entry.lower, entry.upper = verdict.gain, verdict.lower, verdict.upper
@@ -459,9 +469,9 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
     assert i is not None and n is not None
     if i == tour.stable:
         return _off_probe(tour, inner, contenders, v, now, numbers)
-    c = contenders[i]
-    pairs = anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
-    _measure(tour.entries[i], c, tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
+    c, e = contenders[i], tour.entries[i]
+    pairs = e.pairs + anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
+    _measure(e, c, e.records + tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
              tour.scale * (1.0 + v.gain), v)
     if v.decision == Ruling.ROLLBACK:
         return _end_canary(tour, inner, ActionKind.ROLLBACK, f"{c.method} N={n}: {v.reason}", now, numbers)
@@ -479,16 +489,20 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
 
 def _switched(tour: Tournament, inner: TunerState, contenders: Sequence[Contender], promoted: list[WindowRecord],
               now: float) -> TunerState:
-    """The N tuner for the new stable contender, starting from what its canary measured: its acceptance and
-    its step times against N = 0."""
-    c = contenders[tour.stable]
-    n = tour.entries[tour.stable].measured_n
+    """The N tuner for the new stable contender, starting from all it measured: the promoted canary's windows
+    (the stable's now), any earlier canary's (at other N), and its step times against N = 0."""
+    c, e = contenders[tour.stable], tour.entries[tour.stable]
+    n = e.measured_n
     fresh = TunerState.new(c.method, c.n if n is None else n, c.block_size, now)
     # Tuning the new method's N is a round of its own, with its own budgets.
     fresh.seq, fresh.round, fresh.history = inner.seq, inner.round + 1, inner.history
+    now_seqs = {r.seq for r in promoted}
+    for r in e.records:
+        if r.seq not in now_seqs:
+            fresh.add_record(dataclasses.replace(r, track="canary"))
     for r in promoted:
         fresh.add_record(dataclasses.replace(r, track="stable"))
-    for p in anchored_pairs(machine.fitted_model(inner), _stable_records(inner), promoted):
+    for p in e.pairs:
         fresh.add_pair(p)
     return fresh
 
