@@ -366,9 +366,10 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
     if untried and not anchored(inner) and 0 in own and not tour.probed_off:
         return tour.stable, 0, ("no speculation (N=0) not measured yet: it is a contender, and the anchor of "
                                 "every method's step cost on this machine")
-    for i in untried:
-        return i, contenders[i].n, (f"{contenders[i].method} untried: expected value {value:.2%} over cost "
-                                    f"{cost:.2%} (its goodput is unknown until measured)")
+    if untried:
+        c = contenders[untried[0]]
+        return untried[0], c.n, (f"{c.method} untried: expected value {value:.2%} over cost {cost:.2%} "
+                                 f"(its goodput is unknown until measured)")
     if inner.phase != Phase.CONVERGED:
         return None
     # Second chances, once the stable's N is tuned: the loser's N whose expected promotable gain over the
