@@ -18,6 +18,9 @@ SD = SpeculativeDeployment.model_validate({
              "tuning": {"enabled": True, "candidates": [3, 5, 7]}}})
 
 
+_RECORD = {"seq": 3, "track": "stable", "n": 5, "drafts": 100.0, "acc": [60.0, 30.0], "l": 1.9, "t": 0.02, "b": 4.0}
+
+
 def _written(**changes: Any) -> dict[str, Any]:
     state = TunerState.new("ngram", 5, None, 100.0)
     state.canary_n, state.phase, state.seq = 7, "analysing", 12
@@ -25,6 +28,7 @@ def _written(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_tuners_own_state_resumes_as_written() -> None:
+    assert tuning_resume.problem(_written(records=[_RECORD], pairs=[[7, 5, 4.0, 0.1]]), SD) is None
     state, problem = tuning_resume.resume(_written(), SD, 200.0)
     assert problem is None and (state.stable_n, state.canary_n, state.phase, state.seq) == (5, 7, "analysing", 12)
     assert plan_tracks(SD, {"tuning": _written()}) == TrackPlan(5, 7)
@@ -49,6 +53,11 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(convergedLoads=[4.0, float("nan")]), "convergedLoads is not a list"),
     (_written(convergedLoads=["4"]), "convergedLoads is not a list"),
     (_written(convergedLoads=[4.0] * 10_000), "convergedLoads is not a list of at most 48"),
+    (_written(pairs=[[100_000, 3, 4.0, 0.1]]), "pair N 100000"),  # would size the step model's matrices
+    (_written(pairs=[[5, 3, 4.0, float("inf")]]), "pair log ratio inf"),
+    (_written(records=[{**_RECORD, "n": 10**9}]), "record n 1000000000"),
+    (_written(records=[{**_RECORD, "b": float("inf")}]), "record b inf"),
+    (_written(records=[{**_RECORD, "acc": [1.0] * 100_000}]), "record acc/dr is not a list of at most 64"),
     (_written(stableN=999), "stableN 999 cannot run"),
     ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
 ])

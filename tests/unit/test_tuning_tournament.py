@@ -175,6 +175,9 @@ def test_a_contender_promoted_later_keeps_what_its_first_canary_measured() -> No
     damaged = state.to_status()
     damaged["entries"][1]["records"] = [{"seq": 1}]
     assert tour.Tournament.from_status(damaged, bench.contenders(t)).entries[1].records == []
+    damaged = state.to_status()
+    damaged["entries"][1]["pairs"] = [[100_000, 0, 4.0, 0.1]]  # would size its step model's matrices
+    assert tour.Tournament.from_status(damaged, bench.contenders(t)).entries[1].pairs == []
 
 
 def test_the_tournament_resumes_from_its_status_exactly() -> None:

@@ -14,13 +14,33 @@ detecting counter resets). From one track's deltas the tuner derives:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
 # Condition/Event reason for `acceptance_note`'s message.
 DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
+# Largest N a window can have run (a block drafter's block of 64, spec.speculative.blockSize's limit). What
+# is read back from a status beyond it is not the tuner's: the step-time model sizes its matrices by N.
+MAX_N = 64
+
+
+def whole_n(value: Any, what: str) -> int:
+    """An N read back from a status: a whole number in 0..MAX_N, else ValueError naming `what`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_N:
+        raise ValueError(f"{what} {value!r} is not a whole number in 0..{MAX_N}")
+    return value
+
+
+def finite(value: Any, what: str) -> float:
+    """A number read back from a status: finite (JSON's 1e400 reads as infinity), else ValueError."""
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} {value!r} is not a finite number")
+    return x
 
 
 @dataclass(frozen=True)
@@ -76,12 +96,18 @@ class WindowRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> "WindowRecord":
+        """A record read back from a status: ValueError (naming the field) for what the tuner never writes."""
         # "dr" is absent from statuses written before the drafted-per-position counter was kept.
         dr = d.get("dr")
-        return cls(seq=int(d["seq"]), track=str(d["track"]), n=int(d["n"]), drafts=float(d["drafts"]),
-                   accepted_per_pos=tuple(float(a) for a in d["acc"]), tokens_per_step=float(d["l"]),
-                   step_s=None if d["t"] is None else float(d["t"]), load=float(d["b"]),
-                   drafted_per_pos=None if dr is None else tuple(float(x) for x in dr))
+        counts = [d["acc"], [] if dr is None else dr]
+        if any(not isinstance(c, list) or len(c) > MAX_N for c in counts):
+            raise ValueError(f"record acc/dr is not a list of at most {MAX_N} counts")
+        return cls(seq=int(d["seq"]), track=str(d["track"]), n=whole_n(d["n"], "record n"),
+                   drafts=finite(d["drafts"], "record drafts"),
+                   accepted_per_pos=tuple(finite(a, "record acc") for a in d["acc"]),
+                   tokens_per_step=finite(d["l"], "record l"),
+                   step_s=None if d["t"] is None else finite(d["t"], "record t"), load=finite(d["b"], "record b"),
+                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr") for x in dr))
 
 
 def has_traffic(w: TrackWindow | None) -> bool:

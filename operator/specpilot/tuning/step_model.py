@@ -31,6 +31,7 @@ from specpilot_runtime.speculative import Family
 
 from . import costs
 from .cost_shapes import SHAPES
+from .observations import finite, whole_n
 
 SHAPE_NAMES: tuple[str, ...] = (*SHAPES, costs.ROOFLINE)
 KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
@@ -63,7 +64,10 @@ class Pair:
 
     @classmethod
     def from_json(cls, v: Sequence[float]) -> "Pair":
-        return cls(int(v[0]), int(v[1]), float(v[2]), float(v[3]))
+        """A pair read back from a status: ValueError for what the tuner never writes (an N of 10^5 would
+        have the correction's matrices take 75 GiB)."""
+        return cls(whole_n(v[0], "pair N"), whole_n(v[1], "pair N"), finite(v[2], "pair load"),
+                   finite(v[3], "pair log ratio"))
 
 
 def _u(loads: np.ndarray) -> np.ndarray:

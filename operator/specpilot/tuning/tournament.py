@@ -43,7 +43,7 @@ from . import machine
 from .judge import health_problem, judge
 from .kinds import ActionKind, Phase, Ruling
 from .machine import Action, record_window
-from .observations import Observations, TrackWindow, WindowRecord, has_traffic, record
+from .observations import MAX_N, Observations, TrackWindow, WindowRecord, has_traffic, record
 from .planner import ANALYSIS_WINDOWS, VALUE_HORIZON_WINDOWS, posterior_goodput
 from .state import TunerState
 from .step_model import Pair, StepModel
@@ -56,7 +56,7 @@ PRIOR_SD = 0.25
 SWITCH_RESTART_WINDOWS = 2.0
 MAX_RECORDS = 48  # the running method canary's windows
 MAX_FAILURE = 256  # characters of a failed canary's reason kept in the status
-MAX_OPTIONS = 65  # a loser's other N kept in the status (candidates are 0..64)
+MAX_OPTIONS = MAX_N + 1  # a loser's other N kept in the status (one per N it may run)
 # Stratified standard-normal quantiles: expectations over a loser's goodput at an N, deterministic.
 _UNIT_QUANTILES = np.array([NormalDist().inv_cdf((i + 0.5) / 64) for i in range(64)])
 
@@ -181,7 +181,7 @@ class Tournament:
             entries = [Entry.from_json(e) for e in s["entries"]]
             stable, canary, canary_n = s["stable"], s.get("canary"), s.get("canaryN")
             if len(entries) != len(contenders) or not _index(stable, len(contenders)) \
-                    or (canary is not None and not (_index(canary, len(contenders)) and _index(canary_n, 65))):
+                    or (canary is not None and not (_index(canary, len(contenders)) and _index(canary_n, MAX_N + 1))):
                 return cls.new(contenders, now)
             scale, stage_since = float(s.get("scale", 1.0)), float(s.get("stageSince", now))
             since = s.get("analysisFromSeq")
