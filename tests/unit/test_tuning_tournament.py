@@ -13,7 +13,8 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
-from specpilot.tuning.observations import Observations
+from specpilot.tuning.observations import Observations, TrackWindow
+from specpilot_runtime.vllm_metrics import Snapshot
 from specpilot_harness.bench import cli
 from specpilot_harness.bench import tournament as bench
 from specpilot_harness.bench.tournament_profiles import SPLITS, build
@@ -138,14 +139,34 @@ def test_a_second_canary_runs_only_at_an_n_the_loser_may_run() -> None:
     assert tour._next(state, inner, TUNING, cs, obs)[:2] == (0, 5)
 
 
+def test_a_loser_s_n_expected_well_below_the_stable_is_a_near_tie_not_a_second_canary() -> None:
+    # Expected 14% worse with a 13% spread (a chain drafter's deep positions extrapolated): the spread alone
+    # makes the value exceed the cost, but the chance that a canary there is promoted is below the N
+    # planner's near-tie bar, so no canary is spent on it. The same N expected 5% better is canaried.
+    t = tournament("qwen36-35b-a3b-busy-mtp-vs-dflash")
+    _, state, inner = drive(t, seed=0, windows=60)
+    assert state.stable == 1 and inner.phase == "converged"
+    # Three stable pods and one canary pod: the canary takes a quarter of the traffic.
+    stable = TrackWindow(inner.stable_n, Snapshot(), ready_pods=3, desired_pods=3)
+    cs, obs = bench.contenders(t), Observations(window_s=300.0, stable=stable)
+    power = tour.machine.judge_power(tour.machine.fitted_model(inner), TUNING)
+    worth, cost, chance = tour.retry_value(0.86, 0.13, TUNING.promotion_margin, tour._share(TUNING, obs), power)
+    assert worth > cost and chance < tour.TIE_PROBABILITY
+    state.entries[0] = dataclasses.replace(state.entries[0], retried=False,
+                                           options=[(5, 0.86 * state.scale, 0.13 * state.scale)])
+    assert tour._next(state, inner, TUNING, cs, obs) is None
+    state.entries[0].options = [(5, 1.05 * state.scale, 0.05 * state.scale)]
+    assert tour._next(state, inner, TUNING, cs, obs)[:2] == (0, 5)
+
+
 def test_a_second_canary_is_worth_its_uncertainty_not_just_its_expectation() -> None:
     # Expected at +1% (inside a 2% margin): worth a canary when it could well be +10%, not when it is known.
-    value, cost = tour.retry_value(1.01, 0.06, margin=0.02, canary_share=0.25)
+    value, cost, _ = tour.retry_value(1.01, 0.06, margin=0.02, canary_share=0.25)
     assert value > cost
-    value, cost = tour.retry_value(1.01, 0.0, margin=0.02, canary_share=0.25)
+    value, cost, _ = tour.retry_value(1.01, 0.0, margin=0.02, canary_share=0.25)
     assert value == 0 and cost > 0
     # Expected 15% worse with the same uncertainty: not worth it.
-    value, cost = tour.retry_value(0.85, 0.06, margin=0.02, canary_share=0.25)
+    value, cost, _ = tour.retry_value(0.85, 0.06, margin=0.02, canary_share=0.25)
     assert value < cost
 
 

@@ -17,8 +17,9 @@ the stable's method and starts tuning its N from what its canary measured.
 A contender that lost keeps what its canary measured: goodput against the stable of the time, mean accepted
 length, and, from its acceptance at that N (the same transfer rules as the N tuner) and the step-time prior
 of its drafter family, the N it would do best at and the goodput expected there, with its uncertainty.
-Once the stable's N is tuned (converged), a contender whose best N is expected to beat the stable by the
-margin gets one more canary, at that N: the model chooses which canary to try, never whether it won.
+Once the stable's N is tuned (converged), a contender with an N expected to beat the stable by the margin,
+or with a fair chance to, gets one more canary, at the N whose value net of cost is highest: the model
+chooses which canary to try, never whether it won.
 
 Goodputs are kept relative to the configuration the tournament started from (`scale`: the stable's, moved
 by each promotion's measured gain), so measurements against different stables compare.
@@ -44,7 +45,7 @@ from .judge import health_problem, judge
 from .kinds import ActionKind, Phase, Ruling
 from .machine import Action, record_window
 from .observations import MAX_N, Observations, TrackWindow, WindowRecord, has_traffic, record
-from .planner import ANALYSIS_WINDOWS, VALUE_HORIZON_WINDOWS, posterior_goodput
+from .planner import ANALYSIS_WINDOWS, TIE_PROBABILITY, VALUE_HORIZON_WINDOWS, posterior_goodput
 from .state import TunerState
 from .step_model import Pair, StepModel
 
@@ -259,11 +260,12 @@ def goodput_by_n(contender: Contender, records: Sequence[WindowRecord], model: S
 
 
 def retry_value(expected: float, sd: float, margin: float, canary_share: float,
-                power: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[float, float]:
-    """(value, cost) of a second canary of a loser at an N where its goodput against the stable's is
-    X ~ N(`expected`, `sd`), as the N planner values a canary: the expected gain the judge could promote
+                power: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[float, float, float]:
+    """(value, cost, chance) of a second canary of a loser at an N where its goodput against the stable's
+    is X ~ N(`expected`, `sd`), as the N planner values a canary: the expected gain the judge could promote
     (above the margin, weighed by `power`, its chance of proving it), against the canary's share of traffic
-    lost to the restart and, while analysed, to an N that turns out worse."""
+    lost to the restart and, while analysed, to an N that turns out worse; and the chance that the canary
+    is promoted."""
     x = expected + sd * _UNIT_QUANTILES
     gain = x - 1.0
     above = x > 1.0 + margin
@@ -271,7 +273,7 @@ def retry_value(expected: float, sd: float, margin: float, canary_share: float,
     value = float((gain * chance).mean())
     loss = float(np.maximum(-gain, 0.0).mean())
     cost = canary_share * (SWITCH_RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
-    return value, cost
+    return value, cost, float(chance.mean())
 
 
 def anchored_pairs(stable_model: StepModel, stable: Sequence[WindowRecord],
@@ -386,9 +388,13 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
         allowed = set(allowed_n(contenders[i], tuning))
         for n, expected, sd in e.options:
             if n and n != e.measured_n and n in allowed:
-                worth, cost = retry_value(expected / tour.scale, sd / tour.scale, tuning.promotion_margin, share,
-                                          power)
-                if worth > cost:
+                worth, cost, chance = retry_value(expected / tour.scale, sd / tour.scale, tuning.promotion_margin,
+                                                  share, power)
+                # As for an N canary (planner.py): an N expected within the margin, with little chance of
+                # proving more, is a near tie; a canary spent there is rolled back (a chain drafter's N=7,
+                # measured at 3 and expected 14% worse, was canaried on the spread of its deep positions).
+                near_tie = expected / tour.scale - 1.0 < tuning.promotion_margin and chance < TIE_PROBABILITY
+                if worth > cost and not near_tie:
                     retry.append((worth - cost, i, n, expected / tour.scale - 1.0, worth, cost))
     if not retry:
         return None
