@@ -11,7 +11,7 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import Action, Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import costs
-from specpilot.tuning.machine import MIX_WINDOWS, candidates, fitted_model, load_mix
+from specpilot.tuning.machine import PROMOTE_MIX_WINDOWS, candidates, fitted_model, load_mix
 from specpilot.tuning.planner import MIN_NET_VALUE, plan
 from specpilot.tuning.state import MAX_HISTORY
 from specpilot_runtime.speculative import Family
@@ -312,11 +312,11 @@ def test_a_promotion_makes_the_ns_rolled_back_against_the_old_stable_candidates_
 
 def test_a_canary_proven_better_waits_for_the_load_mix_before_promotion() -> None:
     # Proven better within a few windows, but a heavy level 10% of the time may not have come yet: the
-    # promotion waits until MIX_WINDOWS windows of load were seen, and says so.
+    # promotion waits until PROMOTE_MIX_WINDOWS windows of load were seen, and says so.
     dep = FakeDeployment(stable_n=3, load=4.0)
     state, actions = run(dep, TunerState.new("mtp", 3), until="promoting")
     promoted = [i for i, a in enumerate(actions) if a.kind == "promote"]
-    assert promoted and promoted[0] + 1 >= MIX_WINDOWS
+    assert promoted and promoted[0] + 1 >= PROMOTE_MIX_WINDOWS
     waits = [a for a in actions if a.kind == "keep_analysing" and "load mix seen in" in a.reason]
     assert waits and "measured better by" in waits[0].reason
 

@@ -37,7 +37,7 @@ def fickle_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "plan", fickle_plan)
     monkeypatch.setattr(machine, "judge", proven)
     monkeypatch.setattr(machine, "known", lambda method, records: {0, 1, 3})
-    monkeypatch.setattr(machine, "MIX_WINDOWS", 0)
+    monkeypatch.setattr(machine, "PROMOTE_MIX_WINDOWS", 0)
 
 
 def test_two_proven_canaries_the_model_ranks_each_behind_the_other_end_in_a_promotion(fickle_model: None) -> None:

@@ -55,15 +55,6 @@ MIN_WINDOWS = 4
 EXTEND = 3
 # Share of the round's goodput (by load level) the paired windows must have seen before a verdict.
 COVERAGE = 0.8
-# Windows in the load mix (the `loads` a verdict weighs: recent stable windows, kept across rounds unless
-# acceptance drifted) before it counts as known: a canary the judge found better waits for them before it
-# is promoted (machine.mix_wait; at its last look it is promoted anyway), and one found worse before
-# coverage is rolled back only then. A heavy level 10% of the time, which may carry most of the goodput, is
-# missed by 8 windows 2 times in 5, by 16 1 time in 6. A parallel drafter +38% at 1-4 sequences per pod was
-# promoted after 9 windows, all light; at 64 and 256 it loses 16-21%, -5.4% over the mix. No speculation,
-# 3% worse at 1 and 4 sequences per pod, was rolled back after 6 windows that had not yet seen 64, where
-# it is 2.3x better (+33% over the mix).
-MIX_WINDOWS = 16
 # Windows a load level needs before it counts as covered: two say little about the level's own noise.
 LEVEL_WINDOWS = 3
 # Windows' worth of the pooled spread each level's own spread is shrunk towards.
@@ -335,10 +326,10 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     hi = mu + t_quantile(confidence, est.dof) * math.hypot(est.sd, est.unseen * UNSEEN_UPSIDE_SD)
     target = math.log1p(margin)
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
-    # A rollback need not wait for coverage once the mix is known: a level seen in a pair or two counts with
-    # that doubt, and one no pair came near at its unseen upside (no speculation 45% worse at every level
-    # seen waited 13 windows for a third pair at a level that comes a quarter of the time).
-    if hi < target and (covered >= COVERAGE or len(loads) >= MIX_WINDOWS):
+    # A rollback need not wait for coverage: a level seen in a pair or two counts with that doubt, and one
+    # never seen at its unseen upside (no speculation 45% worse at every level seen waited 13 windows for a
+    # third pair at a level that comes a quarter of the time).
+    if hi < target:
         return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
                        f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, upper bound {upper:.1%})")
     if covered < COVERAGE and m < EXTEND * max_windows:
