@@ -16,10 +16,10 @@ goodput at their load level (per-sequence speed for the latency objective, per-p
 and the level's share of the round's load mix, so the ratio is the one of G = sum_B w_B B L / t over the
 round's loads; no promotion before the last look until the windows have covered COVERAGE of that goodput,
 each level counting from LEVEL_WINDOWS windows (a rollback need not wait). The mix itself is known only
-through the windows that sampled it, and its doubt is part of the estimate's. At the last look what was seen is judged: a level with a
-pair or two is estimated from them with their doubt, and the goodput at loads no pair came near counts at
-the sceptical prior below (rolling back for coverage instead rolled back, round after round, canaries
-10-30% better at every load whose heaviest level comes 10% of the time).
+through the windows that sampled it, and its doubt is part of the estimate's. At the last look what was
+seen is judged: a level with a pair or two is estimated from them with their doubt, and the goodput at
+loads no pair came near counts at the sceptical prior below (rolling back for coverage instead rolled
+back, round after round, canaries 10-30% better at every load whose heaviest level comes 10% of the time).
 
 The true log ratio gets a sceptical prior centred on 0 (GAIN_PRIOR_SD: a canary is no better than the
 stable until it shows it); each level's per-window spread is its own, shrunk towards the pooled one, which
