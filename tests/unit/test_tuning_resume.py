@@ -58,6 +58,10 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(records=[{**_RECORD, "n": 10**9}]), "record n 1000000000"),
     (_written(records=[{**_RECORD, "b": float("inf")}]), "record b inf"),
     (_written(records=[{**_RECORD, "acc": [1.0] * 100_000}]), "record acc/dr is not a list of at most 64"),
+    (_written(records=[{**_RECORD, "b": -1.0}]), "record b -1.0"),  # the judge takes the log of the load
+    (_written(records=[{**_RECORD, "t": -0.02}]), "record t -0.02"),
+    (_written(records=[{**_RECORD, "acc": [60.0, -30.0]}]), "record acc -30.0"),
+    (_written(records=[{**_RECORD, "track": "x" * 10_000}]), "neither 'stable' nor 'canary'"),
     (_written(stableN=999), "stableN 999 cannot run"),
     ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
 ])

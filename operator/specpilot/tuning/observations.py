@@ -35,11 +35,12 @@ def whole_n(value: Any, what: str) -> int:
     return value
 
 
-def finite(value: Any, what: str) -> float:
-    """A number read back from a status: finite (JSON's 1e400 reads as infinity), else ValueError."""
+def finite(value: Any, what: str, least: float = -math.inf) -> float:
+    """A number read back from a status: finite (JSON's 1e400 reads as infinity) and at least `least`,
+    else ValueError."""
     x = float(value)
-    if not math.isfinite(x):
-        raise ValueError(f"{what} {value!r} is not a finite number")
+    if not math.isfinite(x) or x < least:
+        raise ValueError(f"{what} {value!r} is not a finite number of at least {least:g}")
     return x
 
 
@@ -102,12 +103,17 @@ class WindowRecord:
         counts = [d["acc"], [] if dr is None else dr]
         if any(not isinstance(c, list) or len(c) > MAX_N for c in counts):
             raise ValueError(f"record acc/dr is not a list of at most {MAX_N} counts")
-        return cls(seq=int(d["seq"]), track=str(d["track"]), n=whole_n(d["n"], "record n"),
-                   drafts=finite(d["drafts"], "record drafts"),
-                   accepted_per_pos=tuple(finite(a, "record acc") for a in d["acc"]),
-                   tokens_per_step=finite(d["l"], "record l"),
-                   step_s=None if d["t"] is None else finite(d["t"], "record t"), load=finite(d["b"], "record b"),
-                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr") for x in dr))
+        if d["track"] not in ("stable", "canary"):
+            raise ValueError(f"record track {str(d['track'])[:32]!r} is neither 'stable' nor 'canary'")
+        # Counts and times are never negative (`delta` restarts them instead), and `record` floors the load at
+        # one sequence per pod (the judge takes its log).
+        return cls(seq=int(d["seq"]), track=d["track"], n=whole_n(d["n"], "record n"),
+                   drafts=finite(d["drafts"], "record drafts", 0.0),
+                   accepted_per_pos=tuple(finite(a, "record acc", 0.0) for a in d["acc"]),
+                   tokens_per_step=finite(d["l"], "record l", 0.0),
+                   step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
+                   load=finite(d["b"], "record b", 1.0),
+                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr))
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
