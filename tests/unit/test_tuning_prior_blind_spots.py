@@ -4,6 +4,8 @@ too optimistic about speculating."""
 
 from __future__ import annotations
 
+import pytest
+
 from specpilot.tuning import costs
 from specpilot.tuning.observations import TrackWindow, WindowRecord, record
 from specpilot.tuning.planner import plan
@@ -66,6 +68,22 @@ def test_between_two_measured_n_that_disagree_a_block_drafter_is_believed_like_e
     like_15, like_7 = 1 + sum(DFLASH_AT_15[:14]), 1 + sum(DFLASH[:14])
     nearer_7 = float((lengths > (like_15 + like_7) / 2).mean())
     assert 0.35 < nearer_7 < 0.65
+
+
+@pytest.mark.parametrize("at_15", [
+    DFLASH_AT_15,  # the bundled profile's: deep positions lose most
+    [s * 0.985 ** (k + 1) for k, s in enumerate(DFLASH)],  # every conditional acceptance 1.5% lower
+    [s * 0.93 for s in DFLASH],  # every position 7% lower
+], ids=["bundled", "compounding", "uniform"])
+def test_below_a_full_block_the_smaller_n_s_curve_is_extended_with_its_trend_in_depth(at_15: list[float]) -> None:
+    # 7 and 15 measured; when 14 is believed like 7, its positions 8..14 (which only 15 measured) carry the
+    # gap between the two curves as it grows with depth. Moving them by the gap averaged over positions
+    # 1..7 put 14 at 6.44 for a true 6.59 when the gap compounds: a +2% canary left looking like a tie.
+    records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, at_15, 6)
+    draws = Draws.make(512)
+    lengths = sample_lengths("dflash", records, [14], draws)[:, 0]
+    like_7 = float(lengths[draws.between > 0].mean())
+    assert like_7 == pytest.approx(1 + sum(DFLASH[:14]), rel=0.01)
 
 
 def test_a_block_drafter_whose_curve_does_not_depend_on_n_is_not_probed_again() -> None:

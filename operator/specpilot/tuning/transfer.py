@@ -32,6 +32,8 @@ EXTRAPOLATION_SD = 0.08
 BORROW_SD = 0.03
 # How much faster than measured above it a parallel drafter's curve may move with N below a measured N.
 LOCAL_RATE_FACTOR = 2.0
+# Shared positions needed before a parallel drafter's per-position ratio between two N gets a trend in depth.
+MIN_TREND_POSITIONS = 3
 # Standard errors above S_K at which the optimistic bound caps beliefs beyond the observed depth.
 BOUND_Z = 3.0
 # Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
@@ -141,18 +143,55 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
         src = min(larger) if larger else max(observed)
         curve = _curve_samples(estimate(records, exact_n=src), n, d)
         spread = BORROW_SD * np.sqrt(abs(n - src) / src)
-        shift = np.zeros(m)
+        shift = np.zeros((m, n))
         if larger and smaller:
-            # Between two measured N that disagree, the curve is as likely the smaller's on the positions
-            # they share (a drop at the block's end, above N) as the larger's (the block diluted below N).
-            # A smooth move halfway was tried too: it left the neighbour below a full block looking like a
-            # tie, not worth a canary. N measured above the one borrowed from show how fast the curve moves
-            # with N there: then it moves no faster than LOCAL_RATE_FACTOR times that.
+            # Between two measured N that disagree, the curve is as likely the smaller's (a drop at the
+            # block's end, above N) as the larger's (the block diluted below N). A smooth move halfway was
+            # tried too: it left the neighbour below a full block looking like a tie, not worth a canary.
+            # The smaller's curve is the larger's moved by the trend of their per-position ratio, which a
+            # drop in every conditional acceptance makes grow with depth. N measured above the one borrowed
+            # from show how fast the curve moves with N there: then it moves no faster than
+            # LOCAL_RATE_FACTOR times that.
             moved = measured_shift(records, src, max(smaller))
             between = min(abs(moved), LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src))
-            shift = np.copysign(between, moved) * (d.between > 0)
-        out[:, j] = 1.0 + curve.sum(axis=1) * np.exp(shift + spread * d.borrow)
+            trend = position_shifts(records, src, max(smaller), n)
+            scale = between / abs(moved) if moved else 0.0
+            shift = scale * trend[None, :] * (d.between > 0)[:, None]
+        out[:, j] = 1.0 + (curve * np.exp(shift + spread * d.borrow[:, None])).sum(axis=1)
     return out
+
+
+def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: int) -> np.ndarray:
+    """(depth,) log ratio of S_k measured at N=b_n to S_k at N=a_n for k = 1..depth: a weighted line in k
+    through the positions both measure, extrapolated past them, never crossing zero (parallel drafters).
+
+    A block drafter diluted by its length moves every position alike (a flat line); one whose every
+    conditional acceptance drops moves deep positions most, and those are the ones no shared position
+    measures.
+    """
+    a = estimate(records, exact_n=a_n)
+    b = estimate(records, exact_n=b_n)
+    k = min(a_n, b_n, a.depth, b.depth)
+    ks = [i for i in range(k) if a.s[i] > 0 and b.s[i] > 0]
+    if not ks:
+        return np.zeros(depth)
+    y = np.array([np.log(b.s[i] / a.s[i]) for i in ks])
+    w = np.array([1.0 / ((a.se[i] / a.s[i]) ** 2 + (b.se[i] / b.s[i]) ** 2) for i in ks])
+    x = np.array(ks, dtype=float) + 1.0
+    level = float(np.sum(w * y) / np.sum(w))
+    slope = 0.0
+    if len(ks) >= MIN_TREND_POSITIONS:
+        xm = float(np.sum(w * x) / np.sum(w))
+        sxx = float(np.sum(w * (x - xm) ** 2))
+        slope = float(np.sum(w * (x - xm) * (y - level)) / sxx)
+        # Extrapolated twice as deep as measured, a slope within its noise would invent a gap: it is
+        # believed in proportion to how far it stands from its own standard error (t^2 / (1 + t^2)).
+        t2 = slope * slope * sxx
+        slope *= t2 / (1.0 + t2)
+        level -= slope * xm
+    line = level + slope * np.arange(1, depth + 1)
+    sign = np.sign(measured_shift(records, a_n, b_n))
+    return sign * np.maximum(sign * line, 0.0)
 
 
 def local_rate(records: Sequence[WindowRecord], observed: Sequence[int], src: int) -> float:
