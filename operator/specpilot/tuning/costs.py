@@ -29,6 +29,11 @@ DEFAULT_SHAPE = "h200-dense8b"
 # bounds the measured shapes from the steep side, so a canary showing steep costs above the stable cannot be
 # explained away by a shape that is cheap below it.
 ROOFLINE = "roofline"
+# A compute-bound machine still has a floor per step (weights read, kernel launches) that its compute
+# overtakes only at some load B_0: the overhead of N tokens more per sequence is then N B / (B + B_0), small
+# at light load and N at heavy load (a CPU serving one sequence is far from its roofline, serving 16 is on
+# it). The plain roofline is B_0 = 0.
+ROOFLINE_FLOORS = {ROOFLINE: 0.0, f"{ROOFLINE}-floor1": 1.0, f"{ROOFLINE}-floor4": 4.0, f"{ROOFLINE}-floor16": 16.0}
 # Largest N the overhead tables are built for (block drafters go to their block size, at most 16).
 MAX_N = 32
 
@@ -93,8 +98,9 @@ def overhead_table(family: Family, shape: str) -> tuple[np.ndarray, np.ndarray]:
 
 def overheads(family: Family, shape: str, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
     """x(ns[i], loads[i]) on one shape, vectorised (linear in log B, clamped to the measured loads)."""
-    if shape == ROOFLINE:
-        return np.clip(ns, 0, MAX_N).astype(float) * np.ones_like(loads, dtype=float)
+    if shape in ROOFLINE_FLOORS:
+        b = np.maximum(np.asarray(loads, dtype=float), 1.0)
+        return np.clip(ns, 0, MAX_N).astype(float) * b / (b + ROOFLINE_FLOORS[shape])
     logb, x = overhead_table(family, shape)
     lb = np.clip(np.log(np.maximum(loads, 1.0)), logb[0], logb[-1])
     i = np.clip(np.searchsorted(logb, lb, side="right"), 1, len(logb) - 1)

@@ -65,6 +65,10 @@ GAIN_PRIOR_SD = 0.15
 # speculation can multiply goodput (L tokens per step at nearly the cost of one), so no gain there is ruled
 # out by a loss measured at heavy load.
 UNSEEN_UPSIDE_SD = 1.0
+# What a longer N than the stable's may lose at loads heavier than any pair saw (a shorter N, lighter), per
+# octave beyond them (log scale): on a compute-bound engine the gain of N=1 over none falls from +16% to -23%
+# from 4 to 16 sequences per pod.
+UNSEEN_DOWNSIDE_SD_PER_OCTAVE = 0.15
 # Weak prior on the per-window spread of the paired log goodput ratio (step-time noise that the two
 # tracks do not share, plus acceptance noise).
 NOISE_PRIOR_SD = 0.06
@@ -164,6 +168,7 @@ class Estimate:
     dof: float
     covered: float  # share of the mix's goodput whose level was seen at least LEVEL_WINDOWS times
     unseen: float = 0.0  # share of the mix's goodput at loads no pair came near
+    downside: float = 0.0  # sd of the mean from unseen loads on the side where speculating more pays less
 
 
 def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +294,31 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     dof = se2 ** 2 / float((terms ** 2 / dof_l).sum())  # at least the smallest dof_l: LEVEL_PRIOR_DOF
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = math.log(total) / se2 * post_var
-    return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen)
+    return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen,
+                    _downside(pairs, level_g, octave, near, seen) / total)
+
+
+def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], level_g: np.ndarray, octave: np.ndarray,
+              near: dict[int, int], seen: list[int]) -> float:
+    """How much the goodput at loads no pair came near may lose, beyond the sceptical prior's doubt: a
+    longer N than the stable's pays less the busier the pod (its extra tokens cost more of a step), so at
+    loads heavier than every seen one it may lose however much it gained where it was seen, the more so
+    the farther they are (a shorter N, at lighter loads). A compute-bound engine's N=1 measured +9% over no
+    speculation at 4 sequences per pod, and was promoted with 20% of the goodput at 16 unseen, where it
+    loses 23%: truly 3.3% worse."""
+    direction = int(np.sign(pairs[0][1].n - pairs[0][0].n)) if pairs else 0
+    if not direction or not seen or level_g.sum() <= 0:
+        return 0.0
+    share = level_g / level_g.sum()
+    at = octave[seen]
+    var = 0.0
+    for i in range(len(level_g)):
+        if i in near:
+            continue
+        beyond = (octave[i] - at.max()) if direction > 0 else (at.min() - octave[i])
+        if beyond > 0:
+            var += (share[i] * UNSEEN_DOWNSIDE_SD_PER_OCTAVE * beyond) ** 2
+    return math.sqrt(var)
 
 
 def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dict[int, int], seen: list[int],
@@ -322,7 +351,7 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look). The
     # rollback does not count unseen loads as no gain: a block drafter 3% worse than no speculation at 256
     # sequences per pod and 4x better at 4 (5% of the goodput, not paired in 4 windows) was rolled back.
-    lo = mu - promotion_z(confidence, est.dof, m, EXTEND * max_windows) * est.sd
+    lo = mu - promotion_z(confidence, est.dof, m, EXTEND * max_windows) * math.hypot(est.sd, est.downside)
     hi = mu + t_quantile(confidence, est.dof) * math.hypot(est.sd, est.unseen * UNSEEN_UPSIDE_SD)
     target = math.log1p(margin)
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)

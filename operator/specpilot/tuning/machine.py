@@ -28,7 +28,7 @@ from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import propose, schedule_text
 from .state import TunerState
-from .step_model import StepModel
+from .step_model import StepModel, timings
 from .transfer import known
 
 # Stable windows at the current N needed before the first plan of a round.
@@ -82,7 +82,7 @@ def candidates(state: TunerState, tuning: Tuning) -> list[int]:
 
 
 def fitted_model(state: TunerState) -> StepModel:
-    return StepModel(METHODS[state.method].family, state.pairs)
+    return StepModel(METHODS[state.method].family, state.pairs, timings(state.records))
 
 
 def load_mix(state: TunerState) -> list[float]:

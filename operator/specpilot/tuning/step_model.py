@@ -31,9 +31,9 @@ from specpilot_runtime.speculative import Family
 
 from . import costs
 from .cost_shapes import SHAPES
-from .observations import finite, whole_n
+from .observations import WindowRecord, finite, whole_n
 
-SHAPE_NAMES: tuple[str, ...] = (*SHAPES, costs.ROOFLINE)
+SHAPE_NAMES: tuple[str, ...] = (*SHAPES, *costs.ROOFLINE_FLOORS)
 KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
 # Prior spread of log kappa: the shapes span the machines; kappa covers what lies between them (a bigger
 # or smaller drafter, kernels, a GPU that saturates earlier).
@@ -70,6 +70,20 @@ class Pair:
                    finite(v[3], "pair log ratio"))
 
 
+@dataclass(frozen=True)
+class Timing:
+    """One track's measured step time in one window: the level t(0, B) is f(N, B) below it."""
+
+    n: int
+    load: float
+    step_ms: float
+
+
+def timings(records: Sequence[WindowRecord]) -> list[Timing]:
+    """The step times the records measured (windows where a request finished)."""
+    return [Timing(r.n, r.load, r.step_s * 1000.0) for r in records if r.step_s is not None and r.step_s > 0]
+
+
 def _u(loads: np.ndarray) -> np.ndarray:
     return np.log2(np.maximum(loads, 1.0)) / 8.0
 
@@ -77,11 +91,12 @@ def _u(loads: np.ndarray) -> np.ndarray:
 class StepModel:
     """Posterior over (shape, kappa) and the correction g, given paired windows."""
 
-    def __init__(self, family: Family, pairs: Sequence[Pair] = ()) -> None:
+    def __init__(self, family: Family, pairs: Sequence[Pair] = (), timings: Sequence[Timing] = ()) -> None:
         self.family = family
         self.pairs = tuple(pairs)
         self.weights, self.noise_var = self._posterior()  # (S, K) grid weights, posterior noise variance
         self.n_seen = max((max(p.n_canary, p.n_stable) for p in self.pairs), default=0)
+        self._level = self._fit_level(timings)
 
     def _x(self, shape: str, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
         return costs.overheads(self.family, shape, ns, loads)
@@ -187,6 +202,31 @@ class StepModel:
         return {"shape": SHAPE_NAMES[best], "shape_p": round(float(by_shape[best]), 3),
                 "kappa": round(float((self.weights.sum(axis=0) * KAPPA_GRID).sum()), 4)}
 
+    def _mean_f(self, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
+        """Posterior-mean f(N, B) (parametric part and correction) at each (N, B)."""
+        k = max(int(ns.max(initial=0)), self.n_seen, 1)
+        mean, _ = self._correction(k)
+        nz = np.maximum(ns, 1) - 1
+        g = np.where(ns > 0, mean[nz] + mean[2 * k] * ns + _u(loads) * (mean[k + nz] + mean[2 * k + 1] * ns), 0.0)
+        return self._mean_pred(ns, np.zeros_like(ns), loads) + g
+
+    def _fit_level(self, timings: Sequence[Timing]) -> tuple[np.ndarray, np.ndarray]:
+        """log t(0, B) measured over the prior's, per quarter octave of load: (log2 B, offset) knots."""
+        rows = [t for t in timings if t.step_ms > 0 and t.load >= 1.0]
+        if not rows:
+            return np.zeros(1), np.zeros(1)
+        ns = np.array([t.n for t in rows])
+        loads = np.array([t.load for t in rows])
+        prior = np.log([costs.step_ms(self.family, 0, b) for b in loads])
+        offset = np.log([t.step_ms for t in rows]) - self._mean_f(ns, loads) - prior
+        octave = np.round(np.log2(loads) * 4) / 4
+        knots = np.unique(octave)
+        return knots, np.array([offset[octave == o].mean() for o in knots])
+
     def base_ms(self, load: float) -> float:
-        """Prior shape of the level across loads (t(0, B) on the 8B H200): weighs loads against each other."""
-        return costs.step_ms(self.family, 0, load)
+        """t(0, B) up to a constant: weighs loads against each other. The prior's shape (the 8B H200's)
+        bent by what the deployment's own step times say at the loads it ran: a compute-bound engine's
+        level grows with B where an H200's is flat, and the H200's would weigh its busy windows far above
+        its quiet ones. Between measured loads the bend is interpolated in log B, beyond them held."""
+        knots, offset = self._level
+        return costs.step_ms(self.family, 0, load) * float(np.exp(np.interp(math.log2(max(load, 1.0)), knots, offset)))
