@@ -47,7 +47,7 @@ from .machine import Action, record_window
 from .observations import MAX_N, Observations, TrackWindow, WindowRecord, has_traffic, record
 from .planner import ANALYSIS_WINDOWS, TIE_PROBABILITY, VALUE_HORIZON_WINDOWS, posterior_goodput
 from .state import TunerState
-from .step_model import Pair, StepModel
+from .step_model import Pair, StepModel, timings
 
 STATUS_VERSION = 1
 # An untried method's goodput against the stable's, in log terms: the source article's methods trade
@@ -478,7 +478,8 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
         return _off_probe(tour, inner, contenders, v, now, numbers)
     c, e = contenders[i], tour.entries[i]
     pairs = e.pairs + anchored_pairs(machine.fitted_model(inner), _stable_records(inner), tour.records)
-    _measure(e, c, e.records + tour.records, StepModel(METHODS[c.method].family, pairs), tuning, loads, n,
+    records = e.records + tour.records
+    _measure(e, c, records, StepModel(METHODS[c.method].family, pairs, timings(records)), tuning, loads, n,
              tour.scale * (1.0 + v.gain), v)
     if v.decision == Ruling.ROLLBACK:
         return _end_canary(tour, inner, ActionKind.ROLLBACK, f"{c.method} N={n}: {v.reason}", now, numbers)
