@@ -46,6 +46,8 @@ CORRECTION_SD = 0.03
 # Prior sd of the correction's slope (log cost per N): a shape steeper or flatter than every measured one,
 # learnt from canaries above the stable and carried to the N below it.
 SLOPE_SD = 0.1
+# Most the learned level t(0, B) may depart from the prior's shape across loads (log: a factor of 1000).
+LEVEL_SPAN = math.log(1000.0)
 # Floor on the noise variance the correction is fitted with (a perfect fit must not pin g exactly).
 MIN_NOISE_SD = 0.02
 
@@ -221,7 +223,10 @@ class StepModel:
         offset = np.log([t.step_ms for t in rows]) - self._mean_f(ns, loads) - prior
         octave = np.round(np.log2(loads) * 4) / 4
         knots = np.unique(octave)
-        return knots, np.array([offset[octave == o].mean() for o in knots])
+        level = np.array([offset[octave == o].mean() for o in knots])
+        # Only the level's shape across loads matters (its scale cancels in every ratio); a forged step time
+        # of 1e-300 s must not make a goodput infinite.
+        return knots, np.clip(level - level.mean(), -LEVEL_SPAN, LEVEL_SPAN)
 
     def base_ms(self, load: float) -> float:
         """t(0, B) up to a constant: weighs loads against each other. The prior's shape (the 8B H200's)

@@ -154,7 +154,9 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
             # LOCAL_RATE_FACTOR times that.
             moved = measured_shift(records, src, max(smaller))
             between = min(abs(moved), LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src))
-            trend = position_shifts(records, src, max(smaller), n)
+            # The trend never crosses zero: it moves the curve the way the two N's sums disagree.
+            trend = np.copysign(np.maximum(np.sign(moved) * position_shifts(records, src, max(smaller), n), 0.0),
+                                moved)
             scale = between / abs(moved) if moved else 0.0
             shift = scale * trend[None, :] * (d.between > 0)[:, None]
         out[:, j] = 1.0 + (curve * np.exp(shift + spread * d.borrow[:, None])).sum(axis=1)
@@ -163,7 +165,7 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
 
 def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: int) -> np.ndarray:
     """(depth,) log ratio of S_k measured at N=b_n to S_k at N=a_n for k = 1..depth: a weighted line in k
-    through the positions both measure, extrapolated past them, never crossing zero (parallel drafters).
+    through the positions both measure, extrapolated past them (parallel drafters).
 
     A block drafter diluted by its length moves every position alike (a flat line); one whose every
     conditional acceptance drops moves deep positions most, and those are the ones no shared position
@@ -189,9 +191,7 @@ def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: 
         t2 = slope * slope * sxx
         slope *= t2 / (1.0 + t2)
         level -= slope * xm
-    line = level + slope * np.arange(1, depth + 1)
-    sign = np.sign(measured_shift(records, a_n, b_n))
-    return sign * np.maximum(sign * line, 0.0)
+    return level + slope * np.arange(1, depth + 1)
 
 
 def local_rate(records: Sequence[WindowRecord], observed: Sequence[int], src: int) -> float:
