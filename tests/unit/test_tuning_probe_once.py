@@ -1,7 +1,8 @@
 """A canary proven better is rolled back as a probe at most once per stable N: when the model keeps expecting
 the other of two proven N to be ahead by more than half the margin, the first, proven again, is promoted
 rather than both being probed in turn until the round's budget runs out (seen in a benchmark run as canaries
-[0, 1, 0, 1] and no promotion)."""
+[0, 1, 0, 1] and no promotion); and only when the model expects the rival ahead by a few margins at
+most, so a large proven gain is banked first."""
 
 from __future__ import annotations
 
@@ -52,3 +53,29 @@ def test_two_proven_canaries_the_model_ranks_each_behind_the_other_end_in_a_prom
     assert action.kind == ActionKind.PROMOTE and action.n in (0, 1), state.history
     assert probes == [1, 0] and action.n == 1  # each probed once; the first, proven again, is promoted
     assert state.to_status()["probed"] == [] and state.tried == []
+
+
+def far_ahead_plan(method, records, model, candidates, stable_n, loads, objective, margin, share, exclude=(),
+                   power=None) -> Plan:
+    # The canary (N=0 or 1) is proven +20%; the model expects N=1 a further 10% ahead of N=0: five margins.
+    gain = {n: 0.0 for n in candidates} | {0: 0.20, 1: 0.32}
+    gain[stable_n] = 0.0
+    nxt = next((n for n in (0, 1) if n not in exclude and n != stable_n), None)
+    return Plan(stable_n, gain, {n: 0.1 for n in candidates}, {n: 0.01 for n in candidates},
+                max(gain, key=gain.__getitem__), nxt)
+
+
+def test_a_proven_canary_far_behind_the_model_s_best_is_promoted_before_that_n_is_tried(
+        fickle_model: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rolling N=0 back to probe N=1 would give up a proven +20% for the model's word: should the probe's round
+    # run out, the stable stays 20% behind. Promoted, N=1 is then a canary against it, provable at +10%.
+    monkeypatch.setattr(machine, "plan", far_ahead_plan)
+    dep = FakeDeployment(stable_n=3)
+    state = TunerState.new("eagle3", 3)
+    for _ in range(40):
+        state, action = step(state, TUNING, dep.observe(), dep.now())
+        dep.apply(action)
+        if action.kind in (ActionKind.PROMOTE, ActionKind.ROLLBACK):
+            break
+    assert (action.kind, action.n) == (ActionKind.PROMOTE, 0), state.history
+    assert not any(h["reason"].startswith("probe:") for h in state.history)

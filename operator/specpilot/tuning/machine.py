@@ -48,6 +48,11 @@ DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FR
 # A canary needs the judge's MIN_WINDOWS paired windows (those it spends starting are not the budget's).
 CANARY_MIN_WINDOWS = MIN_WINDOWS
 LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
+# A proven canary is rolled back to probe a better N only while that N's expected lead over it is at most
+# this many margins: a larger lead is provable against the canary once promoted, and promoting first banks
+# the proven gain (N=2 proven +32% was rolled back to probe N=1, expected 10% ahead of it; the probe ran
+# out of round, and the stable stayed 27% worse than N=1 for the run).
+PROBE_LEAD_MARGINS = 3.0
 
 
 @dataclass(frozen=True)
@@ -274,7 +279,10 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     alt = max(rivals, key=p.gain.__getitem__, default=None)
     # A canary is a probe once per stable N: two canaries each proven better than the stable, each expected
     # to trail the other, would otherwise probe each other until the round's budget ran out.
-    if alt is not None and c not in state.probed and p.gain[alt] > p.gain[c] + tuning.promotion_margin / 2:
+    lead = (1.0 + p.gain[alt]) / (1.0 + p.gain[c]) - 1.0 if alt is not None else 0.0
+    if alt is not None and c not in state.probed \
+            and p.gain[c] + tuning.promotion_margin / 2 < p.gain[alt] \
+            and lead <= PROBE_LEAD_MARGINS * tuning.promotion_margin:
         # c stays a candidate: should the probe fail, the planner may come back to a proven winner.
         state.tried.remove(c)
         state.probed.append(c)
