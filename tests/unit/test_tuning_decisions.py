@@ -243,3 +243,36 @@ def test_latency_objective_weighs_loads_alike() -> None:
     best = {obj: plan("mtp", records, model, list(range(9)), 3, loads, obj, 0.02, 0.25).best_n
             for obj in ("throughput", "latency")}
     assert best["latency"] > best["throughput"]
+
+
+def test_a_parallel_drafter_s_schedule_is_valued_on_its_started_n_s_curve() -> None:
+    # DFlash measured at N=4 and N=8: the block of 8 accepts more in all (E[L] 5.1 against 4.0) but less at
+    # each of the first 4 positions. vLLM started at 8 drafts 8 and keeps the first K, so K=4 at a heavy load
+    # accepts 3.6 tokens a step, not the 4.0 of a track started at 4. On the throughput the heavy load
+    # carries, the best is then 4 at every load; valued on K's own curve, 8 at the light load and 4 at the
+    # heavy one looked a free gain.
+    family, c4, c8 = Family.PARALLEL, [0.9, 0.8, 0.7, 0.6], [0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3]
+
+    def track(n: int, load: float, curve: list[float], seq: int) -> WindowRecord:
+        step_ms = costs.step_ms(family, n, load)
+        seqs = 300_000 / step_ms * load * 3
+        acc = [seqs * s * (1.0 + 0.004 * (-1) ** seq) for s in curve[:n]]
+        finished = (seqs + sum(acc)) / 256
+        snap = Snapshot(drafts=seqs, draft_tokens=seqs * n, accepted_tokens=sum(acc), accepted_per_pos=tuple(acc),
+                        generation_tokens=seqs + sum(acc), tpot_sum=finished * step_ms / 1000 * seqs / (seqs + sum(acc)),
+                        tpot_count=finished, running=load * 3)
+        return record(seq, "stable" if n == 4 else "canary", TrackWindow(n, snap, 3, 3), 300.0)
+
+    loads = [4.0] * 6 + [256.0] * 6
+    records = [track(4, b, c4, i) for i, b in enumerate(loads)] + [track(8, b, c8, i) for i, b in enumerate(loads)]
+    model = StepModel(family)
+    model = StepModel(family, [model.pair(8, 4, b, costs.step_ms(family, 8, b), costs.step_ms(family, 4, b))
+                               for b in loads])
+    def goodput(n: int, k: int, load: float, curve: list[float]) -> float:
+        return (1 + sum(curve[:k])) * load / costs.step_ms(family, k, load)
+
+    assert goodput(8, 8, 4.0, c8) > 1.05 * goodput(4, 4, 4.0, c4)  # the light load wants the longer block
+    assert goodput(8, 4, 256.0, c8) < 0.95 * goodput(4, 4, 256.0, c4)  # 8 truncated to 4 costs at the heavy one
+    s = propose("dflash", records, model, [0, 4, 8], loads, "throughput", stable_n=4)
+    assert (s.num_speculative_tokens, s.rows, s.best_single_n) == (4, [[1, 4096, 4]], 4), s
+    assert s.gain == pytest.approx(0.0, abs=1e-9) and s.stable_gain == pytest.approx(0.0, abs=1e-9)

@@ -40,11 +40,3 @@ def goodput_samples(model: StepModel, candidates: Sequence[int], lengths: np.nda
     levels, weights, inv = per_load_inverse_cost(model, candidates, loads, lengths.shape[0])
     scale = weights * (levels if objective == "throughput" else 1.0)
     return lengths * (scale[None, :, None] * inv).sum(axis=1)
-
-
-def per_load_goodput(model: StepModel, candidates: Sequence[int], lengths: np.ndarray,
-                     loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean goodput per load level and candidate: (levels, weights, G[level, candidate]) in tokens/ms/pod."""
-    levels, weights, inv = per_load_inverse_cost(model, candidates, loads, lengths.shape[0])
-    g = lengths[:, None, :] * levels[None, :, None] * inv
-    return levels, weights, g.mean(axis=0)

@@ -2,7 +2,7 @@
 
 The best N falls as load rises (docs/references.md §3), and vLLM can vary N below the started maximum per running batch
 size without a restart. From the posterior mean goodput at each observed load level this picks the best N
-per level, fixes the started N to the largest of them, splits the batch-size axis at the geometric midpoints
+per level under each started N (the largest of them for a chain drafter), splits the batch-size axis at the geometric midpoints
 between levels, and reports the schedule's goodput over the load mix against the best single N.
 """
 
@@ -16,14 +16,16 @@ import numpy as np
 
 from specpilot_runtime.speculative import schedule_k
 
-from .goodput import per_load_goodput
+from .goodput import per_load_inverse_cost
 from .observations import WindowRecord
 from .step_model import StepModel
-from .transfer import Draws, sample_lengths
+from .transfer import Draws, prefix_transfers, sample_truncated_lengths
 
 # Upper end of the last batch-size range: above any max_num_seqs a deployment would run.
 MAX_BATCH_SIZE = 4096
 SAMPLES = 256
+# Relative goodput by which a larger started N must beat a smaller one (see `propose`).
+STARTED_TIE = 0.002
 
 
 @dataclass(frozen=True)
@@ -51,30 +53,51 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
             loads: Sequence[float], objective: str, stable_n: int | None = None,
             stable_schedule: Sequence[Sequence[int]] | None = None) -> ScheduleProposal:
     """Per-load optima as a batch-size schedule, with its gain over the best single N (and over the stable
-    track it would replace: `stable_n`, with `stable_schedule` when it serves one)."""
+    track it would replace: `stable_n`, with `stable_schedule` when it serves one).
+
+    A track started at N drafts K <= N at each batch size, and accepts as the first K positions of N's
+    curve: for a parallel drafter that may be less than K's own, so the started N is chosen with the K
+    per level (every candidate N, each with its best falling K per level), not as the largest of K's
+    each judged on its own curve."""
     cands = sorted(set(candidates))
-    lengths = sample_lengths(method, records, cands, Draws.make(SAMPLES))
-    levels, weights, g = per_load_goodput(model, cands, lengths, loads)
+    d = Draws.make(SAMPLES)
+    levels, weights, inv = per_load_inverse_cost(model, cands, loads, SAMPLES)
     if objective != "throughput":
-        g = g / levels[:, None]  # per-request speed: every load counts alike
-    best_per_level = [cands[j] for j in _falling(weights[:, None] * g)]
-    entries = _entries(levels, best_per_level)
-    started = max(best_per_level)
-    totals = weights @ g
-    j_single = int(totals.argmax())
+        inv = inv / levels[None, :, None]  # per-request speed: every load counts alike
+
+    def level_goodput(n: int) -> np.ndarray:
+        """(levels, K) mean goodput of a track started at N drafting each candidate K <= N."""
+        ks = [k for k in cands if k <= n]
+        lengths = sample_truncated_lengths(method, records, n, ks, d)
+        return (lengths[:, None, :] * levels[None, :, None] * inv[:, :, :len(ks)]).mean(axis=0)
+
+    by_n = {n: level_goodput(n) for n in cands}
+    singles = {n: float(weights @ g[:, -1]) for n, g in by_n.items()}
+    best_single = max(singles, key=lambda n: (singles[n], -n))
+    plans = {n: _falling(weights[:, None] * g) for n, g in by_n.items() if n >= 1}
+    totals = {n: float(sum(w * by_n[n][i, j] for i, (w, j) in enumerate(zip(weights, plan))))
+              for n, plan in plans.items()}
+    if not totals:
+        return ScheduleProposal(best_single, _entries(levels, [best_single] * len(levels)), best_single, 0.0)
+    # The smallest started N within STARTED_TIE of the best (a parallel drafter: an unmeasured N's curve is
+    # a borrowed one with a spread, whose mean rises a hair with the distance it is borrowed over); a chain
+    # drafter's started N is its largest K.
+    tie = 0.0 if prefix_transfers(method) else STARTED_TIE
+    top = max(totals.values())
+    started = min(n for n, t in totals.items() if t >= top * (1.0 - tie))
+    entries = _entries(levels, [cands[j] for j in plans[started]])
 
     def total(n: int, rows: Sequence[Sequence[int]] | None) -> float | None:
         """Goodput over the mix of a track at N serving `rows`, at the K each level's batch size gets."""
         served = [schedule_k(rows, n, int(round(level))) for level in levels]
-        if not all(k in cands for k in served):
+        if n not in by_n or not all(k in cands and k <= n for k in served):
             return None
-        return float(sum(w * g[i, cands.index(k)] for i, (w, k) in enumerate(zip(weights, served))))
+        return float(sum(w * by_n[n][i, cands.index(k)] for i, (w, k) in enumerate(zip(weights, served))))
 
-    sched_total = total(started, entries) or float(totals[j_single])
+    sched_total = total(started, entries) or singles[best_single]
     stable_total = total(stable_n, stable_schedule) if stable_n is not None else None
     stable_gain = sched_total / stable_total - 1.0 if stable_total else None
-    return ScheduleProposal(started, entries, cands[j_single], sched_total / float(totals[j_single]) - 1.0,
-                            stable_gain)
+    return ScheduleProposal(started, entries, best_single, sched_total / singles[best_single] - 1.0, stable_gain)
 
 
 def _falling(value: np.ndarray) -> list[int]:

@@ -126,41 +126,57 @@ def sample_lengths(method: str, records: Sequence[WindowRecord], candidates: Seq
                 elif n > 0:
                     out[:, j] = cum[:, n - 1]
         return out
-    observed = sorted({r.n for r in records if r.n > 0 and r.drafts > 0})
     for j, n in enumerate(candidates):
-        if n == 0:
-            continue
-        if n in observed:
-            out[:, j] = 1.0 + _curve_samples(estimate(records, exact_n=n), n, d).sum(axis=1)
-            continue
-        if not observed:
-            out[:, j] = 1.0 + _curve_samples(Survival((), (), ()), n, d).sum(axis=1)
-            continue
-        # Borrow from the nearest larger observed N (its prefix measures every position), else the
-        # nearest smaller one (extrapolated past its depth).
-        larger = [o for o in observed if o > n]
-        smaller = [o for o in observed if o < n]
-        src = min(larger) if larger else max(observed)
-        curve = _curve_samples(estimate(records, exact_n=src), n, d)
-        spread = BORROW_SD * np.sqrt(abs(n - src) / src)
-        shift = np.zeros((m, n))
-        if larger and smaller:
-            # Between two measured N that disagree, the curve is as likely the smaller's (a drop at the
-            # block's end, above N) as the larger's (the block diluted below N). A smooth move halfway was
-            # tried too: it left the neighbour below a full block looking like a tie, not worth a canary.
-            # The smaller's curve is the larger's moved by the trend of their per-position ratio, which a
-            # drop in every conditional acceptance makes grow with depth. N measured above the one borrowed
-            # from show how fast the curve moves with N there: then it moves no faster than
-            # LOCAL_RATE_FACTOR times that.
-            moved = measured_shift(records, src, max(smaller))
-            between = min(abs(moved), LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src))
-            # The trend never crosses zero: it moves the curve the way the two N's sums disagree.
-            trend = np.copysign(np.maximum(np.sign(moved) * position_shifts(records, src, max(smaller), n), 0.0),
-                                moved)
-            scale = between / abs(moved) if moved else 0.0
-            shift = scale * trend[None, :] * (d.between > 0)[:, None]
-        out[:, j] = 1.0 + (curve * np.exp(shift + spread * d.borrow[:, None])).sum(axis=1)
+        if n > 0:
+            out[:, j] = 1.0 + _block_curve(records, n, d).sum(axis=1)
     return out
+
+
+def sample_truncated_lengths(method: str, records: Sequence[WindowRecord], n: int, ks: Sequence[int],
+                             d: Draws) -> np.ndarray:
+    """(M, len(ks)) samples of E[L] of a track started at N that drafts K <= N tokens (a batch-size
+    schedule): vLLM drafts N and keeps the first K, so the first K positions of N's curve. For a chain
+    drafter that is K's own curve; a parallel drafter's curve at N may lie below K's own (a block of N
+    diluted: DFlash at 14 truncated to 7 accepts 9% less than DFlash at 7)."""
+    if prefix_transfers(method):
+        return sample_lengths(method, records, ks, d)
+    cum = np.concatenate([np.ones((d.level.shape[0], 1)), 1.0 + np.cumsum(_block_curve(records, n, d), axis=1)],
+                         axis=1) if n > 0 else np.ones((d.level.shape[0], 1))
+    return cum[:, list(ks)]
+
+
+def _block_curve(records: Sequence[WindowRecord], n: int, d: Draws) -> np.ndarray:
+    """(M, N) samples of S_1..S_N of a parallel drafter started at N >= 1 (its curve depends on N)."""
+    m = d.level.shape[0]
+    observed = sorted({r.n for r in records if r.n > 0 and r.drafts > 0})
+    if n in observed:
+        return _curve_samples(estimate(records, exact_n=n), n, d)
+    if not observed:
+        return _curve_samples(Survival((), (), ()), n, d)
+    # Borrow from the nearest larger observed N (its prefix measures every position), else the
+    # nearest smaller one (extrapolated past its depth).
+    larger = [o for o in observed if o > n]
+    smaller = [o for o in observed if o < n]
+    src = min(larger) if larger else max(observed)
+    curve = _curve_samples(estimate(records, exact_n=src), n, d)
+    spread = BORROW_SD * np.sqrt(abs(n - src) / src)
+    shift = np.zeros((m, n))
+    if larger and smaller:
+        # Between two measured N that disagree, the curve is as likely the smaller's (a drop at the
+        # block's end, above N) as the larger's (the block diluted below N). A smooth move halfway was
+        # tried too: it left the neighbour below a full block looking like a tie, not worth a canary.
+        # The smaller's curve is the larger's moved by the trend of their per-position ratio, which a
+        # drop in every conditional acceptance makes grow with depth. N measured above the one borrowed
+        # from show how fast the curve moves with N there: then it moves no faster than
+        # LOCAL_RATE_FACTOR times that.
+        moved = measured_shift(records, src, max(smaller))
+        between = min(abs(moved), LOCAL_RATE_FACTOR * (src - n) * local_rate(records, observed, src))
+        # The trend never crosses zero: it moves the curve the way the two N's sums disagree.
+        trend = np.copysign(np.maximum(np.sign(moved) * position_shifts(records, src, max(smaller), n), 0.0),
+                            moved)
+        scale = between / abs(moved) if moved else 0.0
+        shift = scale * trend[None, :] * (d.between > 0)[:, None]
+    return curve * np.exp(shift + spread * d.borrow[:, None])
 
 
 def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: int) -> np.ndarray:
