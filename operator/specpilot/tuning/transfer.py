@@ -29,7 +29,7 @@ from .survival import Survival, estimate
 # Spread of the extrapolated conditional acceptance beyond the deepest observed position.
 EXTRAPOLATION_SD = 0.08
 # Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
-BORROW_SD = 0.03
+BORROW_SD = 0.05
 # How much faster than measured above it a parallel drafter's curve may move with N below a measured N.
 LOCAL_RATE_FACTOR = 2.0
 # Shared positions needed before a parallel drafter's per-position ratio between two N gets a trend in depth.
