@@ -258,8 +258,9 @@ def test_a_parallel_drafter_s_schedule_is_valued_on_its_started_n_s_curve() -> N
         seqs = 300_000 / step_ms * load * 3
         acc = [seqs * s * (1.0 + 0.004 * (-1) ** seq) for s in curve[:n]]
         finished = (seqs + sum(acc)) / 256
+        tokens = seqs + sum(acc)
         snap = Snapshot(drafts=seqs, draft_tokens=seqs * n, accepted_tokens=sum(acc), accepted_per_pos=tuple(acc),
-                        generation_tokens=seqs + sum(acc), tpot_sum=finished * step_ms / 1000 * seqs / (seqs + sum(acc)),
+                        generation_tokens=tokens, tpot_sum=finished * step_ms / 1000 * seqs / tokens,
                         tpot_count=finished, running=load * 3)
         return record(seq, "stable" if n == 4 else "canary", TrackWindow(n, snap, 3, 3), 300.0)
 

@@ -2,8 +2,9 @@
 
 The best N falls as load rises (docs/references.md §3), and vLLM can vary N below the started maximum per running batch
 size without a restart. From the posterior mean goodput at each observed load level this picks the best N
-per level under each started N (the largest of them for a chain drafter), splits the batch-size axis at the geometric midpoints
-between levels, and reports the schedule's goodput over the load mix against the best single N.
+per level under each started N (for a chain drafter the largest of them), splits the batch-size axis at
+the geometric midpoints between levels, and reports the schedule's goodput over the load mix against the
+best single N.
 """
 
 from __future__ import annotations
