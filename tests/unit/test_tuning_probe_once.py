@@ -72,10 +72,15 @@ def test_a_proven_canary_far_behind_the_model_s_best_is_promoted_before_that_n_i
     monkeypatch.setattr(machine, "plan", far_ahead_plan)
     dep = FakeDeployment(stable_n=3)
     state = TunerState.new("eagle3", 3)
+    decisions = []
     for _ in range(40):
         state, action = step(state, TUNING, dep.observe(), dep.now())
         dep.apply(action)
-        if action.kind in (ActionKind.PROMOTE, ActionKind.ROLLBACK):
+        if action.kind in (ActionKind.START_CANARY, ActionKind.PROMOTE, ActionKind.ROLLBACK):
+            decisions.append((action.kind, action.n))
+        if len(decisions) == 3:
             break
-    assert (action.kind, action.n) == (ActionKind.PROMOTE, 0), state.history
+    # Canary 0, promoted at once (no probe in between), then 1 canaried against the new stable N=0.
+    assert decisions == [(ActionKind.START_CANARY, 0), (ActionKind.PROMOTE, 0), (ActionKind.START_CANARY, 1)], \
+        state.history
     assert not any(h["reason"].startswith("probe:") for h in state.history)

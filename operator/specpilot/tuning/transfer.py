@@ -140,8 +140,9 @@ def sample_truncated_lengths(method: str, records: Sequence[WindowRecord], n: in
     diluted: DFlash at 14 truncated to 7 accepts 9% less than DFlash at 7)."""
     if prefix_transfers(method):
         return sample_lengths(method, records, ks, d)
-    cum = np.concatenate([np.ones((d.level.shape[0], 1)), 1.0 + np.cumsum(_block_curve(records, n, d), axis=1)],
-                         axis=1) if n > 0 else np.ones((d.level.shape[0], 1))
+    m = d.level.shape[0]
+    curve = _block_curve(records, n, d) if n > 0 else np.zeros((m, 0))
+    cum = np.concatenate([np.ones((m, 1)), 1.0 + np.cumsum(curve, axis=1)], axis=1)  # column K: E[L] drafting K
     return cum[:, list(ks)]
 
 
