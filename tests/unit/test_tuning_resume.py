@@ -19,6 +19,9 @@ SD = SpeculativeDeployment.model_validate({
 
 
 _RECORD = {"seq": 3, "track": "stable", "n": 5, "drafts": 100.0, "acc": [60.0, 30.0], "l": 1.9, "t": 0.02, "b": 4.0}
+# An unproven canary's windows, kept for its retry (tuning/evidence.py).
+_EVIDENCE = {"n": 7, "stableN": 5, "round": 1, "gain": 0.05, "retried": False,
+             "records": [_RECORD, {**_RECORD, "track": "canary", "n": 7}]}
 
 
 def _written(**changes: Any) -> dict[str, Any]:
@@ -28,7 +31,8 @@ def _written(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_tuners_own_state_resumes_as_written() -> None:
-    assert tuning_resume.problem(_written(records=[_RECORD], pairs=[[7, 5, 4.0, 0.1]]), SD) is None
+    assert tuning_resume.problem(_written(records=[_RECORD], pairs=[[7, 5, 4.0, 0.1]], carried=[_EVIDENCE]),
+                                 SD) is None
     state, problem = tuning_resume.resume(_written(), SD, 200.0)
     assert problem is None and (state.stable_n, state.canary_n, state.phase, state.seq) == (5, 7, "analysing", 12)
     assert plan_tracks(SD, {"tuning": _written()}) == TrackPlan(5, 7)
@@ -62,6 +66,13 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(records=[{**_RECORD, "t": -0.02}]), "record t -0.02"),
     (_written(records=[{**_RECORD, "acc": [60.0, -30.0]}]), "record acc -30.0"),
     (_written(records=[{**_RECORD, "track": "x" * 10_000}]), "neither 'stable' nor 'canary'"),
+    (_written(carried="all"), "carried is not a list"),
+    (_written(carried=[7]), "carried holds"),
+    (_written(carried=[_EVIDENCE] * 3), "carried is not a list of at most 2"),
+    (_written(carried=[{**_EVIDENCE, "records": [_RECORD] * 10_000}]), "carried records is not a list of at most 72"),
+    (_written(carried=[{**_EVIDENCE, "n": -1}]), "carried n -1"),
+    (_written(carried=[{**_EVIDENCE, "gain": float("nan")}]), "carried gain nan"),
+    (_written(carried=[{**_EVIDENCE, "round": "1"}]), "carried round '1'"),
     (_written(stableN=999), "stableN 999 cannot run"),
     ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
 ])

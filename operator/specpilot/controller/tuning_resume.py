@@ -50,15 +50,16 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
         found = _schedule_shape(key, tuning.get(key))
         if found:
             return found
-    for key in ("tried", "probed", "records", "pairs", "history"):
+    for key in ("tried", "probed", "records", "pairs", "carried", "history"):
         if not isinstance(tuning.get(key, []), list):
             return f"{key} is not a list"
     loads = tuning.get("convergedLoads")
     if loads is not None and not (isinstance(loads, list) and len(loads) <= LOADS_KEPT and all(
             isinstance(b, Real) and not isinstance(b, bool) and math.isfinite(b) and b >= 1 for b in loads)):
         return f"convergedLoads is not a list of at most {LOADS_KEPT} loads (finite numbers >= 1)"
-    if not all(isinstance(entry, dict) for entry in tuning.get("history", [])):
-        return "history holds something other than objects"
+    for key in ("carried", "history"):
+        if not all(isinstance(entry, dict) for entry in tuning.get(key, [])):
+            return f"{key} holds something other than objects"
     return None
 
 

@@ -33,12 +33,15 @@ after every window from MIN_WINDOWS on:
             pair came near counting as possibly much better (UNSEEN_UPSIDE_SD);
 - otherwise keep analysing, and roll back as inconclusive once the configured windows run out (up to
   EXTEND times that while the canary measures better than the stable).
+A retry of an unproven canary (evidence.py) starts with its predecessor's paired windows: they count in the
+estimate, not in the windows above, and its boundary is drawn at half the error rate over the pooled horizon.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from statistics import NormalDist
 from typing import Sequence
 
@@ -88,14 +91,17 @@ class Verdict:
     gain: float  # measured relative goodput gain of the canary (posterior mean)
     lower: float
     upper: float
-    windows: int
+    windows: int  # the canary's own paired windows
     reason: str
+    carried: int = 0  # paired windows pooled from an earlier canary of the same N (a retry)
+    inconclusive: bool = False  # rolled back because the windows ran out, not on the numbers
 
     def to_json(self) -> dict:
         def pct(v: float) -> float | None:
             return round(v * 100, 3) if math.isfinite(v) else None
         return {"decision": self.decision, "gain_pct": pct(self.gain), "lower_pct": pct(self.lower),
-                "upper_pct": pct(self.upper), "windows": self.windows, "reason": self.reason}
+                "upper_pct": pct(self.upper), "windows": self.windows, "carried": self.carried,
+                "reason": self.reason}
 
 
 def health_problem(stable: TrackWindow | None, canary: TrackWindow | None, error_gate: float) -> str | None:
@@ -339,39 +345,44 @@ def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dic
 
 
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
-          margin: float, confidence: float, max_windows: int) -> Verdict:
+          margin: float, confidence: float, max_windows: int, carried: int = 0) -> Verdict:
     """Verdict on the canary from its paired analysis windows (measured goodput only). `stable` may hold the
-    whole round's stable windows (they give each load level's goodput weight); pairs match by window."""
+    whole round's stable windows (they give each load level's goodput weight); pairs match by window.
+    `carried`: how many of the pairs are an earlier canary's of the same N against the same stable (a retry,
+    evidence.py); the window limits count the canary's own, and promotion spends half the error rate again
+    over the pooled horizon, so the two canaries together promote a canary that is no better at most 1.5
+    times as often as one."""
     pairs = paired(stable, canary)
-    m = len(pairs)
+    m = len(pairs) - carried
     if m < MIN_WINDOWS:
-        return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows")
+        return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows", carried)
     est = measured_gain(pairs, stable, loads, objective)
     mu, covered = est.mean, est.covered
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look). The
     # rollback does not count unseen loads as no gain: a block drafter 3% worse than no speculation at 256
     # sequences per pod and 4x better at 4 (5% of the goodput, not paired in 4 windows) was rolled back.
-    lo = mu - promotion_z(confidence, est.dof, m, EXTEND * max_windows) * math.hypot(est.sd, est.downside)
+    promote_confidence = 1.0 - (1.0 - confidence) / 2.0 if carried else confidence
+    z = promotion_z(promote_confidence, est.dof, carried + m, carried + EXTEND * max_windows)
+    lo = mu - z * math.hypot(est.sd, est.downside)
     hi = mu + t_quantile(confidence, est.dof) * math.hypot(est.sd, est.unseen * UNSEEN_UPSIDE_SD)
     target = math.log1p(margin)
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
+    verdict = partial(Verdict, gain=gain, lower=lower, upper=upper, windows=m, carried=carried)
+    pooled = f" with {carried} carried windows" if carried else ""
     # A rollback need not wait for coverage: a level seen in a pair or two counts with that doubt, and one
     # never seen at its unseen upside (no speculation 45% worse at every level seen waited 13 windows for a
     # third pair at a level that comes a quarter of the time).
     if hi < target:
-        return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
-                       f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, upper bound {upper:.1%})")
+        return verdict(Ruling.ROLLBACK, reason=f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, "
+                                               f"upper bound {upper:.1%}{pooled})")
     if covered < COVERAGE and m < EXTEND * max_windows:
-        return Verdict(Ruling.CONTINUE, gain, lower, upper, m,
-                       f"waiting for loads carrying {1 - covered:.0%} of the goodput")
+        return verdict(Ruling.CONTINUE, reason=f"waiting for loads carrying {1 - covered:.0%} of the goodput")
     if mu >= target and lo > 0:
-        return Verdict(Ruling.PROMOTE, gain, lower, upper, m,
-                       f"measured better by {gain:.1%} (lower bound {lower:.1%})")
+        return verdict(Ruling.PROMOTE, reason=f"measured better by {gain:.1%} (lower bound {lower:.1%}{pooled})")
     if m >= max_windows and mu > 0 and m < EXTEND * max_windows:
-        return Verdict(Ruling.CONTINUE, gain, lower, upper, m,
-                       f"promising: measured {gain:+.1%}, not proven yet")
+        return verdict(Ruling.CONTINUE, reason=f"promising: measured {gain:+.1%}, not proven yet")
     if m >= max_windows:
         unsure = f"; loads carrying {1 - covered:.0%} of the goodput seen too rarely" if covered < COVERAGE else ""
-        return Verdict(Ruling.ROLLBACK, gain, lower, upper, m,
-                       f"inconclusive after {m} windows (measured {gain:+.1%}{unsure})")
-    return Verdict(Ruling.CONTINUE, gain, lower, upper, m, "undecided")
+        return verdict(Ruling.ROLLBACK, inconclusive=True,
+                       reason=f"inconclusive after {m} windows{pooled} (measured {gain:+.1%}{unsure})")
+    return verdict(Ruling.CONTINUE, reason="undecided")

@@ -11,6 +11,7 @@ input state and depends on nothing but its arguments.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -21,8 +22,8 @@ import numpy as np
 from specpilot.api.models import Tuning, duration_seconds
 from specpilot_runtime.speculative import METHODS, Family, max_n
 
-from . import drift
-from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, promotion_power
+from . import drift, evidence
+from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, paired, promotion_power
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
@@ -151,6 +152,9 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float, w
         # The schedule came from this round's single-N search and beat its result: the round is done.
         return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
                                              f"(started N={state.stable_n})")
+    retry = _retry(state, tuning, now)
+    if retry is not None:
+        return retry
     model = fitted_model(state)
     p = _plan(state, tuning, obs, model, load_mix(state))
     if p.next_canary is None and len(load_mix(state)) < CONVERGE_WINDOWS:
@@ -175,6 +179,21 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float, w
     state.enter(Phase.CANARY_STARTING, now)
     reason = f"expected value {p.value[n]:.2%} over cost {p.cost[n]:.2%}"
     return decide(state, now, Action(ActionKind.START_CANARY, n, reason), p.to_json())
+
+
+def _retry(state: TunerState, tuning: Tuning, now: float) -> Action | None:
+    """The round's first canary, when an earlier round left an N measured better than the stable but
+    unproven: that N again, its windows pooled with the earlier ones (evidence.py)."""
+    ev = evidence.pending(state.carried, state.stable_n, state.round) if state.stable_schedule is None else None
+    if ev is None or ev.n not in candidates(state, tuning):
+        return None
+    state.carried = [dataclasses.replace(e, retried=True) if e is ev else e for e in state.carried]
+    state.canary_n = ev.n
+    state.canaries_in_round += 1
+    state.tried.append(ev.n)
+    state.enter(Phase.CANARY_STARTING, now)
+    return decide(state, now, Action(ActionKind.START_CANARY, ev.n, f"retry: {ev.describe()}; this canary's "
+                                                                    f"windows pool with those"), {})
 
 
 def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
@@ -231,6 +250,8 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
 
 def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
     n = state.canary_n
+    # A retry is spent whatever ended it.
+    state.carried = [e for e in state.carried if e is not evidence.running(state.carried, state.stable_n, n)]
     state.canary_n = None
     state.canary_schedule = None
     state.analysis_from_seq = None
@@ -249,9 +270,16 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     model = fitted_model(state)
     loads = load_mix(state)
     round_stable = [r for r in state.records if r.track == "stable"]
-    v = judge(round_stable, canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
-              tuning.canary.windows)
+    ev = evidence.running(state.carried, state.stable_n, state.canary_n)
+    if ev is not None:
+        seen = {r.seq for r in round_stable}
+        round_stable += [r for r in ev.records if r.track == "stable" and r.seq not in seen]
+    carried = [r for r in ev.records if r.track == "canary"] if ev else []
+    v = judge(round_stable, carried + canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
+              tuning.canary.windows, len(carried))
     numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
+    if v.decision != Ruling.CONTINUE:
+        _carry(state, tuning, v, ev, paired(round_stable, canary))
     if v.decision == Ruling.CONTINUE and v.windows < tuning.canary.windows \
             and state.seq - since + 1 >= 2 * tuning.canary.windows:
         # Windows go by but the canary yields no comparable data (no traffic, wrong N): give up on it.
@@ -299,6 +327,16 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
 
 
+def _carry(state: TunerState, tuning: Tuning, v: Verdict, ev: evidence.Evidence | None,
+           pairs: list[tuple[WindowRecord, WindowRecord]]) -> None:
+    """After a verdict: a first canary rolled back unproven while measuring better than the stable by the
+    margin leaves its windows for a retry in a later round (a retry's own evidence is spent by `_rollback`)."""
+    if ev is None and v.inconclusive and v.gain >= tuning.promotion_margin and state.canary_n is not None \
+            and state.canary_schedule is None and state.stable_schedule is None:
+        state.carried = evidence.keep(state.carried, evidence.measured(state.canary_n, state.stable_n, state.round,
+                                                                      v.gain, pairs))
+
+
 def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
     """The canary's N and schedule (None: N at every batch size) become the stable track's."""
     assert action.n is not None
@@ -311,6 +349,7 @@ def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, A
     # beat the new one: against it, only the planner's value and the round's budget rule it out.
     state.tried = []
     state.probed = []
+    state.carried = []  # measured against the old stable N
     state.enter(Phase.PROMOTING, now)
     return decide(state, now, action, numbers)
 
@@ -376,7 +415,8 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
 
 def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
     """Hold, watching for drift: acceptance moving (survival data stale), or the load mix moving so far
-    that the planner finds a canary worth it again. Either starts a new round after the cooldown."""
+    that the planner finds a canary worth it again. Either starts a new round after the cooldown, as does
+    an N the round left unproven though measured better (evidence.py: one retry)."""
     recent = [r for r in state.records if r.track == "stable" and r.n == state.stable_n
               and r.seq > (state.converged_seq or 0)]
     if state.reference is None and len(recent) >= drift.REFERENCE_WINDOWS:
@@ -385,9 +425,14 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         return Action(ActionKind.HOLD, state.stable_n, "converged (cooldown)")
     reason = drift.detect(state.reference, recent[drift.REFERENCE_WINDOWS:], tuning.drift_threshold) \
         if state.reference else None
+    retry = evidence.pending(state.carried, state.stable_n, state.round + 1)
     if reason:
         # What was learnt about survival is stale; the step-time model is not.
         state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
+        state.carried = []
+        reason = f"drift: {reason}"
+    elif retry is not None:
+        reason = f"retry: {retry.describe()}"
     elif state.stable_schedule is not None:
         # A served schedule already follows the load; the planner's single-N view of it would not.
         return Action(ActionKind.HOLD, state.stable_n, f"converged; serving schedule "
@@ -405,7 +450,7 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
                 # ended on its budget, or the model moved with more windows at the same N. Neither is the
                 # load mix moving, and a new round for it would only spend canaries the budget denied.
                 return Action(ActionKind.HOLD, state.stable_n, "converged")
-        reason = f"load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
+        reason = f"drift: load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})"
     state.round += 1
     state.near_tie = None
     state.schedule_tried = False
@@ -415,4 +460,4 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
     state.probed = []
     state.reference = None
     state.enter(Phase.OBSERVING, now)
-    return decide(state, now, Action(ActionKind.HOLD, state.stable_n, f"drift: {reason}"), {})
+    return decide(state, now, Action(ActionKind.HOLD, state.stable_n, reason), {})

@@ -11,6 +11,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from .evidence import MAX_CARRIED, Evidence
 from .kinds import Phase
 from .observations import WindowRecord
 from .step_model import Pair
@@ -53,6 +54,8 @@ class TunerState:
     canary_schedule: list[list[int]] | None = None
     schedule_tried: bool = False  # a schedule canary ran this round (one per round)
     near_tie: str | None = None  # at convergence: the better N whose gain is inside the margin, said not paid
+    # Unproven canaries' paired windows, for one retry each in a later round (evidence.py).
+    carried: list[Evidence] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -66,6 +69,9 @@ class TunerState:
         if not status or status.get("version") != STATE_VERSION or status.get("method") != method:
             return cls.new(method, stable_n, block_size, now)
         s = status
+        carried = s.get("carried", [])
+        if not isinstance(carried, list) or len(carried) > MAX_CARRIED:
+            raise ValueError(f"carried is not a list of at most {MAX_CARRIED} pieces of evidence")
         return cls(
             method=s["method"], stable_n=int(s["stableN"]), block_size=s.get("blockSize"),
             phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=int(s["round"]),
@@ -80,7 +86,8 @@ class TunerState:
             converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
             schedule=s.get("schedule"), stable_schedule=_rows(s.get("stableSchedule")),
             canary_schedule=_rows(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
-            near_tie=s.get("nearTie"), history=list(s.get("history", [])))
+            near_tie=s.get("nearTie"), carried=[Evidence.from_json(e) for e in carried],
+            history=list(s.get("history", [])))
 
     def to_status(self) -> dict[str, Any]:
         """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
@@ -95,7 +102,8 @@ class TunerState:
             "reference": self.reference, "convergedAt": self.converged_at,
             "convergedSeq": self.converged_seq, "convergedLoads": self.converged_loads,
             "schedule": self.schedule, "stableSchedule": self.stable_schedule,
-            "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie, "history": copy.deepcopy(self.history),
+            "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie,
+            "carried": [e.to_json() for e in self.carried], "history": copy.deepcopy(self.history),
         }
 
     def copy(self) -> "TunerState":
