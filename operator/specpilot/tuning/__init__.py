@@ -17,8 +17,8 @@ The controller's contract (stable; see docs/tuner.md):
 Modules, one job each: `costs` (H200 step-time priors), `observations` (what a window gives),
 `survival` (S_k with batch-means errors), `transfer` (what counters at N say about N'), `step_model`
 (t(N, B) learned online), `goodput`, `planner` (next canary by value of information), `judge` (the
-sequential canary test and health gates), `schedule` (per-load N), `drift`, `state` (JSON), `machine`
-(`step`).
+sequential canary test and health gates), `evidence` (an unproven canary's windows, for one retry),
+`schedule` (per-load N), `drift`, `state` (JSON), `machine` (`step`).
 """
 
 from .kinds import ActionKind, Phase, Ruling
