@@ -85,6 +85,8 @@ def test_an_unproven_better_n_is_canaried_again_in_the_next_round_and_promoted_o
     state, actions, promotions = _drive(100)
     rollbacks = [reason for kind, n, reason in actions if kind == ActionKind.ROLLBACK and n == 3]
     assert rollbacks and rollbacks[0].startswith("inconclusive after 18 windows (measured +8.6%")
+    waiting = [reason for kind, _, reason in actions if reason.startswith("converged (cooldown; then a retry")]
+    assert waiting and "N=3 measured +8.6% over N=7" in waiting[0]  # the status says what comes next
     retry = [reason for kind, n, reason in actions if kind == ActionKind.START_CANARY and reason.startswith("retry")]
     assert retry == ["retry: N=3 measured +8.6% over N=7 in 18 windows, unproven; this canary's windows pool "
                      "with those"]

@@ -421,11 +421,12 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
               and r.seq > (state.converged_seq or 0)]
     if state.reference is None and len(recent) >= drift.REFERENCE_WINDOWS:
         state.reference = drift.reference(recent[:drift.REFERENCE_WINDOWS])
+    retry = evidence.pending(state.carried, state.stable_n, state.round + 1)
     if state.converged_at is not None and now - state.converged_at < duration_seconds(tuning.cooldown):
-        return Action(ActionKind.HOLD, state.stable_n, "converged (cooldown)")
+        then = f"; then a retry of {retry.describe()}" if retry else ""
+        return Action(ActionKind.HOLD, state.stable_n, f"converged (cooldown{then})")
     reason = drift.detect(state.reference, recent[drift.REFERENCE_WINDOWS:], tuning.drift_threshold) \
         if state.reference else None
-    retry = evidence.pending(state.carried, state.stable_n, state.round + 1)
     if reason:
         # What was learnt about survival is stale; the step-time model is not.
         state.records = recent[-drift.ACCEPTANCE_WINDOWS:]
