@@ -99,6 +99,11 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
                 engine_config(sd, tuning[key], tuning.get(schedule_key))
             except ValueError as exc:
                 return f"{key} {tuning[key]} cannot run: {exc}"
+    for entry in tuning.get("carried", []):  # a retry would render it
+        try:
+            engine_config(sd, entry["n"], entry.get("schedule"))
+        except ValueError as exc:
+            return f"carried N={entry['n']} cannot run: {exc}"
     return None
 
 

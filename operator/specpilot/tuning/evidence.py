@@ -1,6 +1,7 @@
 """An unproven canary's paired windows, carried into one second canary of the same N in a later round.
 
-A canary measured better than the stable by the margin, yet not proven in its EXTEND x windows, is rolled
+A canary (an N, or in schedule mode a started N and its batch-size schedule) measured better than the
+stable by the margin, yet not proven in its EXTEND x windows, is rolled
 back as inconclusive; the round's budget rarely lets it run again, and the next rounds' planner sees the
 same numbers and the same budget. In a long-running deployment the tuner would leave that gain unproven
 for good: a block drafter measured +8.6% over the default (truly +9.2%) stayed at the default for a whole
@@ -9,8 +10,9 @@ simulated day, because the heavy load carrying half the goodput came in 4 of its
 So its paired windows (canary and stable records of the same windows) stay in the status. After the
 cooldown a new round canaries that N again, first, and the judge pools both canaries' windows against the
 same stable N with a stricter promotion boundary (`judge.judge`'s `carried`): the retry's looks are more
-chances for noise to cross it. Once per (stable N, N): the retry's verdict ends the evidence, whatever it
-is. Promotion (another stable N) and acceptance drift (stale numbers) drop all of it.
+chances for noise to cross it. Once per (stable N, canary): the retry's verdict ends the evidence, whatever
+it is. Promotion (another stable N) and acceptance drift (stale numbers) drop all of it. On the mixed-load
+bench over a day, 22 of 27 such canaries were schedules.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .observations import WindowRecord, finite, whole_n
+from .schedule import schedule_text
 
 MAX_CARRIED = 2  # pieces of evidence kept, the best measured: each is one later canary's head start
 MAX_CARRIED_PAIRS = 36  # paired windows kept per piece (EXTEND x the default 6 windows, twice)
+MAX_SCHEDULE_ROWS = 16  # as spec.speculative.schedule
 
 
 @dataclass(frozen=True)
@@ -32,17 +36,19 @@ class Evidence:
     gain: float  # its measured gain over the stable at the rollback (relative)
     records: tuple[WindowRecord, ...]  # its paired windows: the stable's and the canary's records
     retried: bool = False  # its second canary has started
+    schedule: list[list[int]] | None = None  # the canary's batch-size schedule under N (None: N throughout)
 
     @property
     def pairs(self) -> int:
         return sum(r.track == "canary" for r in self.records)
 
     def describe(self) -> str:
-        return f"N={self.n} measured {self.gain:+.1%} over N={self.stable_n} in {self.pairs} windows, unproven"
+        what = f"N={self.n} schedule {schedule_text(self.schedule)}" if self.schedule else f"N={self.n}"
+        return f"{what} measured {self.gain:+.1%} over N={self.stable_n} in {self.pairs} windows, unproven"
 
     def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "stableN": self.stable_n, "round": self.round, "gain": round(self.gain, 6),
-                "retried": self.retried, "records": [r.to_json() for r in self.records]}
+                "retried": self.retried, "schedule": self.schedule, "records": [r.to_json() for r in self.records]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Evidence":
@@ -55,19 +61,31 @@ class Evidence:
             raise ValueError(f"carried round {round_!r} is not a whole number >= 1")
         return cls(n=whole_n(d["n"], "carried n"), stable_n=whole_n(d["stableN"], "carried stableN"),
                    round=round_, gain=finite(d["gain"], "carried gain", -1.0), retried=d["retried"] is True,
-                   records=tuple(WindowRecord.from_json(r) for r in records))
+                   records=tuple(WindowRecord.from_json(r) for r in records), schedule=_rows(d.get("schedule")))
 
 
-def measured(n: int, stable_n: int, round_: int, gain: float,
+def _rows(value: Any) -> list[list[int]] | None:
+    """A carried schedule read back: [lo, hi, K] rows of whole numbers, as the tuner writes them (whether
+    vLLM can run it is the resume check's, with the spec at hand)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_SCHEDULE_ROWS or not all(
+            isinstance(r, list) and len(r) == 3 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                       for x in r) for r in value):
+        raise ValueError(f"carried schedule is not a list of at most {MAX_SCHEDULE_ROWS} [lo, hi, K] rows")
+    return [list(r) for r in value]
+
+
+def measured(n: int, schedule: list[list[int]] | None, stable_n: int, round_: int, gain: float,
              pairs: Sequence[tuple[WindowRecord, WindowRecord]]) -> Evidence:
     """Evidence from a canary's paired windows (stable record, canary record), the latest kept."""
     kept = list(pairs)[-MAX_CARRIED_PAIRS:]
-    return Evidence(n, stable_n, round_, gain, tuple(r for pair in kept for r in pair))
+    return Evidence(n, stable_n, round_, gain, tuple(r for pair in kept for r in pair), schedule=schedule)
 
 
 def keep(carried: Sequence[Evidence], new: Evidence) -> list[Evidence]:
-    """`carried` with `new` in place of any evidence for the same stable N and N; the best MAX_CARRIED."""
-    rest = [e for e in carried if (e.stable_n, e.n) != (new.stable_n, new.n)]
+    """`carried` with `new` in place of any evidence for the same stable N and canary; the best MAX_CARRIED."""
+    rest = [e for e in carried if (e.stable_n, e.n, e.schedule) != (new.stable_n, new.n, new.schedule)]
     return sorted(rest + [new], key=lambda e: -e.gain)[:MAX_CARRIED]
 
 
@@ -77,6 +95,8 @@ def pending(carried: Sequence[Evidence], stable_n: int, before_round: int) -> Ev
     return max(due, key=lambda e: e.gain, default=None)
 
 
-def running(carried: Sequence[Evidence], stable_n: int, canary_n: int | None) -> Evidence | None:
-    """The evidence the running canary at `canary_n` pools, if it is a retry."""
-    return next((e for e in carried if e.retried and e.stable_n == stable_n and e.n == canary_n), None)
+def running(carried: Sequence[Evidence], stable_n: int, canary_n: int | None,
+            canary_schedule: list[list[int]] | None) -> Evidence | None:
+    """The evidence the running canary (`canary_n` serving `canary_schedule`) pools, if it is a retry."""
+    return next((e for e in carried if e.retried and e.stable_n == stable_n and e.n == canary_n
+                 and e.schedule == canary_schedule), None)

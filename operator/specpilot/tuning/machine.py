@@ -182,18 +182,25 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float, w
 
 
 def _retry(state: TunerState, tuning: Tuning, now: float) -> Action | None:
-    """The round's first canary, when an earlier round left an N measured better than the stable but
-    unproven: that N again, its windows pooled with the earlier ones (evidence.py)."""
+    """The round's first canary, when an earlier round left an N (or a schedule) measured better than the
+    stable but unproven: that canary again, its windows pooled with the earlier ones (evidence.py)."""
     ev = evidence.pending(state.carried, state.stable_n, state.round) if state.stable_schedule is None else None
-    if ev is None or ev.n not in candidates(state, tuning):
+    if ev is None:
+        return None
+    if ev.n not in candidates(state, tuning) or (ev.schedule is not None and tuning.mode != "schedule"):
+        state.carried = [e for e in state.carried if e is not ev]  # the spec no longer allows that canary
         return None
     state.carried = [dataclasses.replace(e, retried=True) if e is ev else e for e in state.carried]
     state.canary_n = ev.n
+    state.canary_schedule = ev.schedule
     state.canaries_in_round += 1
-    state.tried.append(ev.n)
+    if ev.schedule is None:
+        state.tried.append(ev.n)
+    else:
+        state.schedule_tried = True  # the round's schedule canary
     state.enter(Phase.CANARY_STARTING, now)
     return decide(state, now, Action(ActionKind.START_CANARY, ev.n, f"retry: {ev.describe()}; this canary's "
-                                                                    f"windows pool with those"), {})
+                                                                    f"windows pool with those", ev.schedule), {})
 
 
 def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
@@ -251,7 +258,8 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
 def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
     n = state.canary_n
     # A retry is spent whatever ended it.
-    state.carried = [e for e in state.carried if e is not evidence.running(state.carried, state.stable_n, n)]
+    ev = evidence.running(state.carried, state.stable_n, n, state.canary_schedule)
+    state.carried = [e for e in state.carried if e is not ev]
     state.canary_n = None
     state.canary_schedule = None
     state.analysis_from_seq = None
@@ -270,7 +278,7 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     model = fitted_model(state)
     loads = load_mix(state)
     round_stable = [r for r in state.records if r.track == "stable"]
-    ev = evidence.running(state.carried, state.stable_n, state.canary_n)
+    ev = evidence.running(state.carried, state.stable_n, state.canary_n, state.canary_schedule)
     if ev is not None:
         seen = {r.seq for r in round_stable}
         round_stable += [r for r in ev.records if r.track == "stable" and r.seq not in seen]
@@ -332,9 +340,9 @@ def _carry(state: TunerState, tuning: Tuning, v: Verdict, ev: evidence.Evidence 
     """After a verdict: a first canary rolled back unproven while measuring better than the stable by the
     margin leaves its windows for a retry in a later round (a retry's own evidence is spent by `_rollback`)."""
     if ev is None and v.inconclusive and v.gain >= tuning.promotion_margin and state.canary_n is not None \
-            and state.canary_schedule is None and state.stable_schedule is None:
-        state.carried = evidence.keep(state.carried, evidence.measured(state.canary_n, state.stable_n, state.round,
-                                                                      v.gain, pairs))
+            and state.stable_schedule is None:
+        state.carried = evidence.keep(state.carried, evidence.measured(
+            state.canary_n, state.canary_schedule, state.stable_n, state.round, v.gain, pairs))
 
 
 def _promote(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
