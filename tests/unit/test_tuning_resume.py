@@ -73,7 +73,7 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(carried=[{**_EVIDENCE, "n": -1}]), "carried n -1"),
     (_written(carried=[{**_EVIDENCE, "gain": float("nan")}]), "carried gain nan"),
     (_written(carried=[{**_EVIDENCE, "round": "1"}]), "carried round '1'"),
-    (_written(carried=[{**_EVIDENCE, "schedule": [[1, 8]]}]), "carried schedule is not a list"),
+    (_written(carried=[{**_EVIDENCE, "schedule": [[1, 8]]}]), "carried schedule holds a row other than"),
     (_written(carried=[{**_EVIDENCE, "schedule": [[1, 8, 3]] * 100}]), "carried schedule is not a list of at most 16"),
     (_written(carried=[{**_EVIDENCE, "schedule": [[1, 4096, 9]]}]), "carried N=7 cannot run"),
     (_written(stableN=999), "stableN 999 cannot run"),

@@ -60,6 +60,10 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
     for key in ("carried", "history"):
         if not all(isinstance(entry, dict) for entry in tuning.get(key, [])):
             return f"{key} holds something other than objects"
+    for entry in tuning.get("carried", []):
+        found = _schedule_shape("carried schedule", entry.get("schedule"))
+        if found:
+            return found
     return None
 
 

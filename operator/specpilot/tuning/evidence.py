@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .observations import WindowRecord, finite, whole_n
-from .schedule import schedule_text
+from .schedule import rows_from_json, schedule_text
 
 MAX_CARRIED = 2  # pieces of evidence kept, the best measured: each is one later canary's head start
 MAX_CARRIED_PAIRS = 36  # paired windows kept per piece (EXTEND x the default 6 windows, twice)
-MAX_SCHEDULE_ROWS = 16  # as spec.speculative.schedule
 
 
 @dataclass(frozen=True)
@@ -61,19 +60,7 @@ class Evidence:
             raise ValueError(f"carried round {round_!r} is not a whole number >= 1")
         return cls(n=whole_n(d["n"], "carried n"), stable_n=whole_n(d["stableN"], "carried stableN"),
                    round=round_, gain=finite(d["gain"], "carried gain", -1.0), retried=d["retried"] is True,
-                   records=tuple(WindowRecord.from_json(r) for r in records), schedule=_rows(d.get("schedule")))
-
-
-def _rows(value: Any) -> list[list[int]] | None:
-    """A carried schedule read back: [lo, hi, K] rows of whole numbers, as the tuner writes them (whether
-    vLLM can run it is the resume check's, with the spec at hand)."""
-    if value is None:
-        return None
-    if not isinstance(value, list) or not 0 < len(value) <= MAX_SCHEDULE_ROWS or not all(
-            isinstance(r, list) and len(r) == 3 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                                       for x in r) for r in value):
-        raise ValueError(f"carried schedule is not a list of at most {MAX_SCHEDULE_ROWS} [lo, hi, K] rows")
-    return [list(r) for r in value]
+                   records=tuple(WindowRecord.from_json(r) for r in records), schedule=rows_from_json(d.get("schedule")))
 
 
 def measured(n: int, schedule: list[list[int]] | None, stable_n: int, round_: int, gain: float,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -137,6 +137,11 @@ def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, i
         else:
             entries.append((lo, hi, k))
     return tuple(entries)
+
+
+def rows_from_json(value: Any) -> list[list[int]] | None:
+    """[lo, hi, K] rows read back from a status (their shape is checked by the controller's resume)."""
+    return [[int(x) for x in row] for row in value] if value else None
 
 
 def schedule_text(rows: list[list[int]] | None) -> str:

@@ -14,16 +14,13 @@ from typing import Any
 from .evidence import MAX_CARRIED, Evidence
 from .kinds import Phase
 from .observations import WindowRecord
+from .schedule import rows_from_json
 from .step_model import Pair
 
 STATE_VERSION = 2
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
-
-
-def _rows(value: Any) -> list[list[int]] | None:
-    return [[int(x) for x in row] for row in value] if value else None
 
 
 @dataclass
@@ -84,8 +81,8 @@ class TunerState:
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
             converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
-            schedule=s.get("schedule"), stable_schedule=_rows(s.get("stableSchedule")),
-            canary_schedule=_rows(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
+            schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
+            canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=s.get("nearTie"), carried=[Evidence.from_json(e) for e in carried],
             history=list(s.get("history", [])))
 
