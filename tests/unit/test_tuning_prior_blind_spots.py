@@ -4,13 +4,15 @@ too optimistic about speculating."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from specpilot.tuning import costs
 from specpilot.tuning.observations import TrackWindow, WindowRecord, record
 from specpilot.tuning.planner import plan
 from specpilot.tuning.step_model import StepModel
-from specpilot.tuning.transfer import Draws, measured_disagreement, sample_lengths
+from specpilot.tuning.transfer import Draws, measured_disagreement, measured_shift, sample_lengths
 from specpilot_runtime.speculative import Family
 from specpilot_runtime.vllm_metrics import Snapshot
 
@@ -55,6 +57,25 @@ def test_a_block_drafter_that_accepts_less_at_the_top_gets_its_neighbour_tried()
     records = dflash_windows(7, DFLASH, 0) + dflash_windows(15, DFLASH_AT_15, 6)
     assert measured_disagreement(records, 7, 15) > 0.03
     p = plan("dflash", records, dense_h200(Family.PARALLEL), list(range(16)), 15, [4.0] * 12, "latency",
+             0.02, 0.25, exclude=[7, 15])
+    assert p.next_canary == 14
+
+
+def test_a_full_block_s_drop_is_measured_side_by_side_with_the_stable() -> None:
+    # Acceptance moves with the prompts, for both tracks at once: the stable at 7 ran an hour of harder
+    # prompts (3% lower per position) before the canary at 15 came, in easier ones (3% higher). Against
+    # every window of the stable, 15's 5% drop read as about nothing and 14 was never tried; the windows
+    # side by side show the drop.
+    def at(seq: int, n: int, curve: list[float], wobble: float, track: str) -> WindowRecord:
+        r = window(seq, n, curve, costs.step_ms(Family.PARALLEL, n, 4.0), wobble=wobble)
+        return dataclasses.replace(r, track=track)
+
+    before = [at(i, 7, DFLASH, 0.97 + 0.004 * (-1) ** i, "stable") for i in range(12)]
+    during = [r for i in range(12, 18) for r in (at(i, 7, DFLASH, 1.03 + 0.004 * (-1) ** i, "stable"),
+                                                 at(i, 15, DFLASH_AT_15, 1.03 + 0.004 * (-1) ** i, "canary"))]
+    records = before + during
+    assert measured_shift(records, 15, 7) == pytest.approx(0.05, abs=0.01)  # 7's curve above 15's by 5%
+    p = plan("dflash", records, dense_h200(Family.PARALLEL), list(range(16)), 15, [4.0] * 18, "latency",
              0.02, 0.25, exclude=[7, 15])
     assert p.next_canary == 14
 

@@ -188,8 +188,7 @@ def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: 
     conditional acceptance drops moves deep positions most, and those are the ones no shared position
     measures.
     """
-    a = estimate(records, exact_n=a_n)
-    b = estimate(records, exact_n=b_n)
+    a, b = side_by_side(records, a_n, b_n)
     k = min(a_n, b_n, a.depth, b.depth)
     ks = [i for i in range(k) if a.s[i] > 0 and b.s[i] > 0]
     if not ks:
@@ -231,8 +230,7 @@ def measured_shift(records: Sequence[WindowRecord], a_n: int, b_n: int) -> float
     common positions make the curve between them trustworthy; a block drafter that accepts less once its
     block is full (say) shows up here, and an N between them is then worth measuring rather than borrowing.
     """
-    a = estimate(records, exact_n=a_n)
-    b = estimate(records, exact_n=b_n)
+    a, b = side_by_side(records, a_n, b_n)
     k = min(a_n, b_n, a.depth, b.depth)
     sum_a, sum_b = sum(a.s[:k]), sum(b.s[:k])
     if k == 0 or sum_a <= 0 or sum_b <= 0:
@@ -241,3 +239,15 @@ def measured_shift(records: Sequence[WindowRecord], a_n: int, b_n: int) -> float
     # them is that much less certain too (discounting it let a canary promoted in four windows hide the
     # drop at the block's end, so its neighbour was never tried).
     return float(np.log(sum_b / sum_a))
+
+
+def side_by_side(records: Sequence[WindowRecord], a_n: int, b_n: int) -> tuple[Survival, Survival]:
+    """The curves measured at N=a_n and at N=b_n, from the windows that measured both (a canary and the
+    stable serve the same traffic at once) when there are any. Acceptance moves with the prompts from one
+    window to the next; both tracks move with it, so only windows side by side compare the two N (a block
+    drafter's drop at its full block, 5% at every position, was measured 2% from a canary's six windows
+    against every window of the stable, and the N below it was never tried)."""
+    seqs = {n: {r.seq for r in records if r.n == n and r.drafts > 0} for n in (a_n, b_n)}
+    both = seqs[a_n] & seqs[b_n]
+    rows = [r for r in records if r.seq in both] if both else records
+    return estimate(rows, exact_n=a_n), estimate(rows, exact_n=b_n)
