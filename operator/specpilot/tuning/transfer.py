@@ -245,7 +245,7 @@ def side_by_side(records: Sequence[WindowRecord], a_n: int, b_n: int) -> tuple[S
     """The curves measured at N=a_n and at N=b_n, from the windows that measured both (a canary and the
     stable serve the same traffic at once) when there are any. Acceptance moves with the prompts from one
     window to the next; both tracks move with it, so only windows side by side compare the two N (a block
-    drafter's drop at its full block, 5% at every position, was measured 2% from a canary's six windows
+    drafter's drop at its full block, 5% at every position, read as low as 2.3% from a canary's windows
     against every window of the stable, and the N below it was never tried)."""
     seqs = {n: {r.seq for r in records if r.n == n and r.drafts > 0} for n in (a_n, b_n)}
     both = seqs[a_n] & seqs[b_n]
