@@ -60,6 +60,55 @@ def test_once_lost_it_never_opens_again(clock: Clock) -> None:
     assert not elector.holding()
 
 
+def test_a_fence_seen_closed_is_not_reopened_by_a_late_renewal(clock: Clock) -> None:
+    # A renewal sent before the deadline returns after it (a slow API server): a writer that found the
+    # fence closed in between has stopped, so the replica must not go on as the leader without it.
+    elector = _elector(15)
+    sent = clock.now
+    elector._renewed(sent)
+    in_flight = sent + elector.renew_deadline_s - 1.0
+    clock.now = sent + elector.renew_deadline_s + 0.5
+    with pytest.raises(NotLeader):
+        elector.check()
+    elector._renewed(in_flight)
+    clock.now += 0.1
+    assert not elector.holding()
+
+
+def test_a_late_renewal_nobody_saw_the_fence_closed_for_keeps_the_lease(clock: Clock) -> None:
+    elector = _elector(15)
+    sent = clock.now
+    elector._renewed(sent)
+    in_flight = sent + elector.renew_deadline_s - 1.0
+    elector._renewed(in_flight)  # returned before anyone looked
+    clock.now = sent + elector.renew_deadline_s + 0.5
+    assert elector.holding()
+
+
+def test_the_renewer_reports_a_lapsed_fence_as_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The renewal in flight outlives the deadline while a writer is refused; the renewer then ends, so
+    # hold() raises LeaderLost and the operator exits rather than lead on without its tuning loops.
+    elector = _elector(10)  # renewals every 2 s, a deadline 8 s after each one sent
+    refused: list[bool] = []
+
+    def slow_attempt() -> bool:
+        sent = time.monotonic()
+        time.sleep(1.5)  # sent 1 s before the deadline, back 0.5 s after it
+        refused.append(not elector.holding())  # a writer's look, just before the response lands
+        elector._renewed(sent)
+        return True
+
+    monkeypatch.setattr(elector, "_attempt", slow_attempt)
+    monkeypatch.setattr(elector, "_held_by_other", lambda: False)
+    elector._renewed(time.monotonic() - 5.0)  # the last renewal: 3 s of its 8 s left
+    renewer = threading.Thread(target=elector._renew_until_lost, daemon=True)
+    renewer.start()
+    renewer.join(timeout=10)
+    assert refused == [True]
+    assert not renewer.is_alive()
+    assert not elector.holding()
+
+
 def test_a_burst_of_failed_renewals_shorter_than_the_deadline_keeps_the_lease(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Lease 4 s: renewals every 0.8 s, deadline 3.2 s after the last one sent. Six failures in a row (an

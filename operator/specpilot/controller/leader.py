@@ -63,6 +63,12 @@ class LeaseElector:
 
     def holding(self) -> bool:
         with self._guard:
+            if self._valid_until and time.monotonic() >= self._valid_until:
+                # Seen closed, closed for good: whoever saw it has stopped acting (a tuning loop ends on
+                # NotLeader), so a renewal sent before the deadline that returns after it must not reopen
+                # it; the replica exits on LeaderLost and its restart resumes everything. Reopened, it kept
+                # the Lease with its tuning loops gone, and a canary was never rolled back (a CI run).
+                self._lost = True
             return not self._lost and time.monotonic() < self._valid_until
 
     def check(self) -> None:
