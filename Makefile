@@ -71,6 +71,7 @@ bench: setup
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5
 	$(BIN)/specpilot bench tournament --profiles harness/specpilot_harness/bench/profiles/tournaments-article.json --seeds 5
+	$(BIN)/specpilot bench judge
 	$(BIN)/specpilot bench operator --deployments 100,200
 
 crd: setup

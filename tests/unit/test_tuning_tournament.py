@@ -96,6 +96,10 @@ def test_a_loser_gets_a_second_canary_at_the_n_its_measurements_point_to() -> No
     assert canaries[:2] == [(0, 0), (7, 1)] and (ActionKind.ROLLBACK, 7, 1) in actions
     assert (2, 1) in canaries[2:]  # measured at 7, estimated best at 2, canaried there
     assert (inner.method, inner.stable_n) == ("dflash", 2)
+    # The status says why: what it is expected to gain, what it is worth, and its chance of being promoted.
+    second = next(h for h in inner.history if h["action"] == ActionKind.START_CANARY and h.get("contender") == 1
+                  and h["n"] == 2)
+    assert "(measured at N=7)" in second["reason"] and "% chance of a promotion" in second["reason"]
 
 
 def test_a_loser_whose_other_n_are_uncertain_is_measured_there_not_extrapolated() -> None:

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from specpilot.api.models import Canary, Tuning
+
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
-from . import operator_bench, tournament, tuned_bench
+from . import judge_bench, operator_bench, tournament, tuned_bench
 from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
@@ -52,6 +56,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"5-minute windows per run (default {tournament.WINDOWS})")
     t.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     t.set_defaults(func=run_tournament)
+    j = sub.add_parser("judge", help="how often the canary judge promotes, by the canary's true gain",
+                       description="Simulate canaries truly better (or worse) than the stable by each of --gains "
+                                   "and ask the judge after every paired window, as the controller does: the "
+                                   "share promoted (false promotions at gains <= 0, power above), rolled back "
+                                   "and inconclusive, and the windows a verdict takes. One load level; "
+                                   "step-time noise as in the simulated deployment.")
+    j.add_argument("--gains", default=",".join(f"{100 * g:g}" for g in judge_bench.DEFAULT_GAINS),
+                   help="true goodput gains of the canary over the stable, in percent, comma-separated; "
+                        "write a list that starts with a minus as --gains=-3,0,3 (default %(default)s)")
+    j.add_argument("--trials", type=int, default=1000, help="canaries per gain (default 1000)")
+    j.add_argument("--noise", type=float, default=0.1,
+                   help="per-window sd of log step time, as a profile's noise (default 0.1)")
+    j.add_argument("--windows", type=int, default=Canary().windows,
+                   help="spec.tuning.canary.windows (default %(default)s)")
+    j.add_argument("--margin", type=float, default=Tuning().promotion_margin,
+                   help="spec.tuning.promotionMargin (default %(default)s)")
+    j.add_argument("--confidence", type=float, default=Tuning().confidence,
+                   help="spec.tuning.confidence (default %(default)s)")
+    j.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    j.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
+    j.set_defaults(func=run_judge)
     operator_bench.register(sub)
     tuned_bench.register(sub)
 
@@ -155,4 +180,63 @@ def run_tournament(args: argparse.Namespace) -> int:
               f"worst promotion >= {goal['worst_promotion_pct']}%", highlight=False)
     if args.json_out:
         args.json_out.write_text(json.dumps(res, indent=1) + "\n")
+    return 0
+
+
+def _gains(text: str) -> list[float] | None:
+    """--gains as fractions; None unless every item is a finite percent above -100."""
+    try:
+        gains = [float(x) / 100.0 for x in text.split(",")]
+    except ValueError:
+        return None
+    ok = gains and len(gains) <= 50 and all(math.isfinite(g) and -1.0 < g <= 10.0 for g in gains)
+    return gains if ok else None
+
+
+def run_judge(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    gains = _gains(args.gains)
+    if gains is None:
+        err.print("[red]error:[/red] --gains must be 1 to 50 comma-separated percents above -100 and at most 1000 "
+                  f"(got {args.gains[:80]!r})")
+        return 2
+    if not 1 <= args.trials <= 100_000:
+        err.print("[red]error:[/red] --trials must be between 1 and 100000")
+        return 2
+    if not (math.isfinite(args.noise) and 0.0 <= args.noise < 1.0):
+        err.print("[red]error:[/red] --noise must be a number from 0 up to (not including) 1")
+        return 2
+    try:
+        # The spec's own rules for these three (the CRD's schema comes from the same models).
+        tuning = Tuning(promotion_margin=args.margin, confidence=args.confidence,
+                        canary=Canary(windows=args.windows))
+    except ValidationError as e:
+        first = e.errors()[0]
+        flag = {"promotion_margin": "--margin", "confidence": "--confidence", "windows": "--windows"}.get(
+            str(first["loc"][-1]), str(first["loc"][-1]))
+        err.print(f"[red]error:[/red] {flag}: {first['msg']}")
+        return 2
+    points = judge_bench.operating_characteristic(gains, args.trials, args.noise, tuning.canary.windows,
+                                                  tuning.promotion_margin, tuning.confidence, args.seed)
+    out = Console(width=200)
+    table = Table(title=f"specpilot bench judge: {args.trials} canaries per gain, noise {args.noise:g}, "
+                        f"{tuning.canary.windows} windows (up to {judge_bench.EXTEND * tuning.canary.windows}), "
+                        f"margin {tuning.promotion_margin:.1%}, confidence {tuning.confidence:g}")
+    for h in ("true gain %", "promoted %", "rolled back %", "inconclusive %", "windows to verdict"):
+        table.add_column(h, justify="right")
+    for p in points:
+        table.add_row(f"{100 * p.gain:+.1f}", f"{100 * p.promoted / p.trials:.2f}",
+                      f"{100 * p.rolled_back / p.trials:.2f}", f"{100 * p.inconclusive / p.trials:.2f}",
+                      f"{p.mean_windows:.1f}")
+    out.print(table)
+    worse = [p for p in points if p.gain <= 0.0]
+    if worse:
+        p = max(worse, key=lambda q: q.promoted / q.trials)
+        out.print(f"false promotions: {100 * p.promoted / p.trials:.2f}% of canaries truly {100 * p.gain:+.1f}% "
+                  f"against the stable, the most of any gain <= 0", highlight=False)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"noise": args.noise, "windows": tuning.canary.windows,
+                                             "margin": tuning.promotion_margin, "confidence": tuning.confidence,
+                                             "seed": args.seed, "points": [p.to_json() for p in points]},
+                                            indent=1) + "\n")
     return 0

@@ -395,12 +395,13 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
                 # measured at 3 and expected 14% worse, was canaried on the spread of its deep positions).
                 near_tie = expected / tour.scale - 1.0 < tuning.promotion_margin and chance < TIE_PROBABILITY
                 if worth > cost and not near_tie:
-                    retry.append((worth - cost, i, n, expected / tour.scale - 1.0, worth, cost))
+                    retry.append((worth - cost, i, n, expected / tour.scale - 1.0, worth, cost, chance))
     if not retry:
         return None
-    _, i, n, gain, worth, cost = max(retry)
+    _, i, n, gain, worth, cost, chance = max(retry)
     return i, n, (f"{contenders[i].method} at N={n} expected {gain:+.1%} against the stable (measured at "
-                  f"N={tour.entries[i].measured_n}): value {worth:.2%} over cost {cost:.2%}")
+                  f"N={tour.entries[i].measured_n}): value {worth:.2%} over cost {cost:.2%}, "
+                  f"{chance:.0%} chance of a promotion")
 
 
 def _start(tour: Tournament, inner: TunerState, pick: tuple[int, int, str], now: float) -> Action:
