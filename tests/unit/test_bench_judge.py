@@ -31,6 +31,8 @@ def test_a_clearly_worse_canary_is_never_promoted_and_a_clearly_better_one_almos
     assert better.promoted / better.trials >= 0.9
     # A clearly worse canary is told early; one whose gain is near zero takes the extended windows.
     assert worse.mean_windows < even.mean_windows
+    # The planner's model of the judge agrees with it where the answer is clear.
+    assert worse.expected < 0.01 and better.expected > 0.9
 
 
 def test_less_noise_buys_power() -> None:
@@ -43,12 +45,12 @@ def test_cli_prints_the_table_and_writes_json(tmp_path: Path, capsys: pytest.Cap
     out = tmp_path / "oc.json"
     assert _run("--gains=-2,5", "--trials", "20", "--json", str(out)) == 0
     printed = capsys.readouterr().out
-    assert "promoted %" in printed and "false promotions" in printed
+    assert "promoted %" in printed and "planner expects %" in printed and "false promotions" in printed
     doc = json.loads(out.read_text())
     assert doc["windows"] == 6 and doc["confidence"] == 0.95
     assert [p["gain_pct"] for p in doc["points"]] == [-2.0, 5.0]
-    assert set(doc["points"][0]) == {"gain_pct", "trials", "promote_rate", "rollback_rate", "inconclusive_rate",
-                                     "mean_windows"}
+    assert set(doc["points"][0]) == {"gain_pct", "trials", "promote_rate", "planner_promote_rate", "rollback_rate",
+                                     "inconclusive_rate", "mean_windows"}
 
 
 @pytest.mark.parametrize("argv,flag", [

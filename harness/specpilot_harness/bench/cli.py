@@ -222,10 +222,11 @@ def run_judge(args: argparse.Namespace) -> int:
     table = Table(title=f"specpilot bench judge: {args.trials} canaries per gain, noise {args.noise:g}, "
                         f"{tuning.canary.windows} windows (up to {judge_bench.EXTEND * tuning.canary.windows}), "
                         f"margin {tuning.promotion_margin:.1%}, confidence {tuning.confidence:g}")
-    for h in ("true gain %", "promoted %", "rolled back %", "inconclusive %", "windows to verdict"):
+    for h in ("true gain %", "promoted %", "planner expects %", "rolled back %", "inconclusive %",
+              "windows to verdict"):
         table.add_column(h, justify="right")
     for p in points:
-        table.add_row(f"{100 * p.gain:+.1f}", f"{100 * p.promoted / p.trials:.2f}",
+        table.add_row(f"{100 * p.gain:+.1f}", f"{100 * p.promoted / p.trials:.2f}", f"{100 * p.expected:.2f}",
                       f"{100 * p.rolled_back / p.trials:.2f}", f"{100 * p.inconclusive / p.trials:.2f}",
                       f"{p.mean_windows:.1f}")
     out.print(table)

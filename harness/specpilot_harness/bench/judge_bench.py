@@ -3,7 +3,8 @@
 How often the paired judge (`specpilot.tuning.judge.judge`) promotes a canary, by how much the canary is
 truly better, and after how many windows: its false-promotion rate (a canary no better, or worse) and its
 power (a canary better by a few percent), at given step-time noise, canary windows, margin and confidence.
-These set what any tuner built on the judge can reach: a target on the worst promotion over hundreds of
+The planner values a canary by the judge's chance of promoting it (`judge.promotion_power`), printed
+beside the measured rate. These set what any tuner built on the judge can reach: a target on the worst promotion over hundreds of
 canaries is a target on the false-promotion rate near zero gain, and a target on regret one on the power
 at gains of a few percent.
 
@@ -23,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specpilot.tuning.judge import EXTEND, judge
+from specpilot.tuning.judge import EXTEND, judge, promotion_power
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
 
@@ -49,10 +50,12 @@ class Point:
     rolled_back: int  # on the numbers: cannot beat the stable by the margin
     inconclusive: int  # windows ran out
     mean_windows: float  # paired windows until the verdict
+    expected: float  # the chance of a promotion the planner counts on (`judge.promotion_power`)
 
     def to_json(self) -> dict:
         return {"gain_pct": round(self.gain * 100, 3), "trials": self.trials,
                 "promote_rate": round(self.promoted / self.trials, 4),
+                "planner_promote_rate": round(self.expected, 4),
                 "rollback_rate": round(self.rolled_back / self.trials, 4),
                 "inconclusive_rate": round(self.inconclusive / self.trials, 4),
                 "mean_windows": round(self.mean_windows, 2)}
@@ -85,13 +88,16 @@ def trial(gain: float, rng: np.random.Generator, noise: float, windows: int, mar
 
 def operating_characteristic(gains: Sequence[float], trials: int, noise: float, windows: int, margin: float,
                              confidence: float, seed: int = 0) -> list[Point]:
-    """Per true gain, the judge's verdicts over `trials` canaries (seeded: the same numbers every run)."""
+    """Per true gain, the judge's verdicts over `trials` canaries (seeded: the same numbers every run), and
+    the chance of a promotion the planner values a canary with, at this noise's paired per-window spread."""
     rng = np.random.default_rng(seed)
+    paired_sd = noise * math.sqrt(2.0 * (1.0 - SHARED_NOISE_FRACTION))
+    expected = promotion_power(np.array(gains, dtype=float), margin, confidence, paired_sd, windows)
     out = []
-    for g in gains:
+    for g, e in zip(gains, expected):
         verdicts = [trial(g, rng, noise, windows, margin, confidence) for _ in range(trials)]
         out.append(Point(g, trials, sum(d == Ruling.PROMOTE for d, _, _ in verdicts),
                          sum(d == Ruling.ROLLBACK and not late for d, late, _ in verdicts),
                          sum(d == Ruling.ROLLBACK and late for d, late, _ in verdicts),
-                         float(np.mean([w for _, _, w in verdicts]))))
+                         float(np.mean([w for _, _, w in verdicts])), float(e)))
     return out
