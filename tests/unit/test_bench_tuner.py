@@ -53,6 +53,11 @@ def test_survival_by_n_overrides_the_curve() -> None:
     ({"step_time_ms": {"4": [5.6, 6.3, 6.8, 7.3]}}, "step_time_ms"),
     ({"noise": 2}, "noise"),
     ({"max_n": 0}, "max_n"),
+    # Infinite or NaN numbers (JSON as Python reads it allows both) pass every range check.
+    ({"concurrency": {"4": float("inf"), "64": 0.5}}, "concurrency.4"),
+    ({"step_time_ms": {"4": [5.6, float("nan"), 6.8, 7.3], "64": [7.7, 9.0, 10.8, 12.3]}}, "step_time_ms.4.1"),
+    ({"noise": float("nan")}, "noise"),
+    ({"name": "x" * 300}, r"\(xxxx.*\.\.\.\): name: String should have at most 253"),
 ])
 def test_bad_profiles_name_the_field(change: dict, field: str) -> None:
     with pytest.raises(ProfileError, match=field):

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
-from specpilot_harness.sim.profile import Profile, ProfileError
+from specpilot_harness.sim.profile import MAX_NAME, Profile, ProfileError, entry_label
 from specpilot_runtime.speculative import METHODS
 
 from .simulate import Deployment
@@ -51,8 +51,8 @@ class Start(BaseModel):
 class TournamentProfile(BaseModel):
     """One tournament of the file; its entries become Profiles sharing its load mix and noise."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    name: str = Field(min_length=1)
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
     start: Start
     concurrency: dict[int, float] = Field(min_length=1)
     noise: float = Field(0.1, ge=0.0, lt=1.0)
@@ -104,7 +104,7 @@ def load_tournaments(text: str, source: str = "tournaments") -> list[TournamentP
         raise ProfileError(f"{source}: expected an object with a non-empty 'tournaments' list")
     out = []
     for i, raw in enumerate(doc["tournaments"]):
-        label = raw.get("name", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        label = entry_label(raw, i)
         try:
             out.append(TournamentProfile.model_validate(raw))
         except ValidationError as e:

@@ -28,8 +28,19 @@ from specpilot_runtime.speculative import METHODS
 BUNDLED_PROFILES = "profiles.json"
 
 
+MAX_NAME = 253  # a profile's or tournament's name: it labels tables, logs and JSON rows
+
+
 class ProfileError(ValueError):
     """A profile file or profile that cannot drive an engine; the message names the field."""
+
+
+def entry_label(raw: Any, i: int) -> str:
+    """How an error names the i-th entry of a file: its name if it has one (shortened), else its index."""
+    name = raw.get("name") if isinstance(raw, dict) else None
+    if not isinstance(name, str):
+        return f"#{i}"
+    return name if len(name) <= 60 else f"{name[:60]}..."
 
 
 def _check_curve(curve: list[float], where: str) -> list[float]:
@@ -43,9 +54,11 @@ def _check_curve(curve: list[float], where: str) -> list[float]:
 class Profile(BaseModel):
     """One workload on one deployment: how often drafts survive and how long an engine step takes."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Profiles come from files anyone may hand the engine or the bench: an infinite weight or a NaN step
+    # time would pass every range check below and poison the draws.
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
     method: str = Field(min_length=1)
     max_n: int = Field(ge=1)
     survival: list[float]
@@ -183,7 +196,7 @@ def load_profiles(text: str, source: str = "profiles") -> dict[str, Profile]:
         raise ProfileError(f"{source}: expected an object with a 'profiles' list")
     out: dict[str, Profile] = {}
     for i, raw in enumerate(doc["profiles"]):
-        label = raw.get("name", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        label = entry_label(raw, i)
         try:
             profile = Profile.model_validate(raw)
         except ValidationError as e:
