@@ -52,6 +52,9 @@ BAD_INPUTS = [
                               "spec.tuning": {}}, "spec.speculative.draftModel", "needs a draft model"),
     ("dflash-without-draft", {"spec.speculative.draftModel": DELETE}, "spec.speculative.draftModel",
      "needs a draft model"),
+    # The draft reaches vLLM inside --speculative-config's JSON, but a hub id or path is never a flag.
+    ("draft-like-a-flag", {"spec.speculative.draftModel": "--trust-remote-code"}, "spec.speculative.draftModel",
+     "does not start with '-'"),
     ("ngram-with-draft", {"spec.speculative": {"method": "ngram", "draftModel": "x/y", "numSpeculativeTokens": 3},
                           "spec.tuning": {}}, "spec.speculative.draftModel", "takes no draft model"),
     ("n-zero-for-mtp", {"spec.speculative": {"method": "mtp", "numSpeculativeTokens": 0}, "spec.tuning": {}},

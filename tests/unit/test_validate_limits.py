@@ -27,7 +27,7 @@ LIMITS = [
     ("name-too-long-for-children", {"metadata.name": "a" * 57}, "metadata.name", f"at most {NAME_MAX_LENGTH}"),
     ("nul-in-model", {"spec.model": "Qwen/Qwen3-8B\x00"}, "spec.model", "no control characters"),
     ("control-char-in-draft", {"spec.speculative.draftModel": "z-lab/x\x07"}, "spec.speculative.draftModel",
-     "without control characters"),
+     "no control characters"),
     ("nul-in-arg", {"spec.engine": {"args": ["--max-model-len=8\x00"]}}, "spec.engine.args[0]", "without NUL"),
     ("nul-in-env", {"spec.engine": {"env": [{"name": "A", "value": "x\x00"}]}}, "spec.engine.env[0].value",
      "without NUL"),

@@ -71,8 +71,7 @@ ABSOLUTE_PATH_PATTERN = r"^(/[^/\x00-\x1f\x7f]+)+$"
 # Where specpilot mounts its own volumes in every serving pod (render/pod.py; a test keeps them equal):
 # a model cache mounted over, under or above them would hide engine.json or the shared memory.
 RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm", "/opt/specpilot")
-# Text without control characters; an image reference without whitespace either.
-PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+# An image reference: no whitespace, no control characters.
 # A Secret's name: a lower-case DNS subdomain (RFC 1123).
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
@@ -144,7 +143,7 @@ class Speculative(_Model):
         description=f"Proposer: {', '.join(METHODS)} (no speculation). Removed from vLLM: "
                     f"{', '.join(REMOVED_METHODS)}.")
     draft_model: str | None = Field(
-        None, max_length=MAX_MODEL_LENGTH, pattern=PRINTABLE_PATTERN, description=f"Draft checkpoint (hub id or path). Required for {', '.join(_methods('required'))}; "
+        None, max_length=MAX_MODEL_LENGTH, pattern=MODEL_PATTERN, description=f"Draft checkpoint (hub id or path). Required for {', '.join(_methods('required'))}; "
                           f"optional for {', '.join(_methods('optional'))} (mtp: Gemma-4-style assistants); "
                           f"not allowed for {', '.join(_methods('forbidden'))}.")
     num_speculative_tokens: int = Field(

@@ -16,7 +16,7 @@ from specpilot_runtime.speculative import Problem
 
 from specpilot_runtime.engine_config import MODEL_PATTERN, NO_NUL_PATTERN
 
-from .models import ABSOLUTE_PATH_PATTERN, DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN, PRINTABLE_PATTERN
+from .models import ABSOLUTE_PATH_PATTERN, DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN
 
 Schema = dict[str, Any]
 
@@ -26,7 +26,6 @@ _PATTERN_HINTS = {
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
     MODEL_PATTERN: "a hub id or path that does not start with '-' (vLLM would read it as a flag) "
                    "and has no control characters",
-    PRINTABLE_PATTERN: "text without control characters",
     IMAGE_PATTERN: "an image reference without whitespace or control characters",
     NO_NUL_PATTERN: "text without NUL characters",
     ABSOLUTE_PATH_PATTERN: "an absolute path like /data/hf-cache (no empty segments, no trailing '/')",
