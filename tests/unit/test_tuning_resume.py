@@ -11,6 +11,7 @@ from specpilot.api.models import SpeculativeDeployment
 from specpilot.controller import tuning_resume
 from specpilot.controller.reconcile import TrackPlan, plan_tracks
 from specpilot.tuning import TunerState
+from specpilot.tuning.state import MAX_HISTORY, MAX_PAIRS, MAX_RECORDS
 
 SD = SpeculativeDeployment.model_validate({
     "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
@@ -88,3 +89,15 @@ def test_a_tampered_state_is_named_and_the_tuner_restarts_at_spec_n(tuning: Any,
     # Valid JSON for the status, so the next window resumes it without a word.
     assert tuning_resume.problem({**state.to_status(), "specN": 3}, SD) is None
     assert plan_tracks(SD, {"tuning": tuning}) == TrackPlan(None, None)
+
+
+def test_a_status_holding_more_than_the_tuner_keeps_resumes_with_what_it_keeps() -> None:
+    # Every window's decision works over the records and pairs: thousands written into the status by
+    # someone else would slow each one; the tuner reads back the newest of them, as many as it keeps.
+    records = [{**_RECORD, "seq": i} for i in range(5000)]
+    status = _written(records=records, pairs=[[7, 5, 4.0, 0.1]] * 5000,
+                      history=[{"seq": i} for i in range(5000)])
+    state, problem = tuning_resume.resume(status, SD, 200.0)
+    assert problem is None
+    assert len(state.records) == MAX_RECORDS and state.records[-1].seq == 4999
+    assert len(state.pairs) == MAX_PAIRS and len(state.history) == MAX_HISTORY

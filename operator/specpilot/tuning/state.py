@@ -76,15 +76,16 @@ class TunerState:
             tried=[int(n) for n in s.get("tried", [])], probed=[int(n) for n in s.get("probed", [])],
             seq=int(s["seq"]),
             phase_since=float(s["phaseSince"]), analysis_from_seq=s.get("analysisFromSeq"),
-            records=[WindowRecord.from_json(r) for r in s.get("records", [])],
-            pairs=[Pair.from_json(p) for p in s.get("pairs", [])],
+            # A status written by someone else may hold more than the tuner ever keeps: what it keeps is read.
+            records=[WindowRecord.from_json(r) for r in s.get("records", [])[-MAX_RECORDS:]],
+            pairs=[Pair.from_json(p) for p in s.get("pairs", [])[-MAX_PAIRS:]],
             reference=s.get("reference"), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
             converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
             schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
             canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=s.get("nearTie"), carried=[Evidence.from_json(e) for e in carried],
-            history=list(s.get("history", [])))
+            history=list(s.get("history", [])[-MAX_HISTORY:]))
 
     def to_status(self) -> dict[str, Any]:
         """Plain JSON for `status.tuning` (camelCase like the rest of the status)."""
