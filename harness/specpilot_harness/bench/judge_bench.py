@@ -4,9 +4,9 @@ How often the paired judge (`specpilot.tuning.judge.judge`) promotes a canary, b
 truly better, and after how many windows: its false-promotion rate (a canary no better, or worse) and its
 power (a canary better by a few percent), at given step-time noise, canary windows, margin and confidence.
 The planner values a canary by the judge's chance of promoting it (`judge.promotion_power`), printed
-beside the measured rate. These set what any tuner built on the judge can reach: a target on the worst promotion over hundreds of
-canaries is a target on the false-promotion rate near zero gain, and a target on regret one on the power
-at gains of a few percent.
+beside the measured rate. These set what any tuner built on the judge can reach: a target on the worst
+promotion over hundreds of canaries is a target on the false-promotion rate near zero gain, and a target
+on regret one on the power at gains of a few percent.
 
 Each trial is one canary at one load level, with the simulated deployment's noise (`simulate.py`): per
 window, both tracks' step times are log-normal with sd `noise`, SHARED_NOISE_FRACTION of the variance shared
