@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .speculative import SPECULATIVE_FLAGS, Problem, SpeculativeConfig
+from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig
 
 # GPUs a SpeculativeDeployment can ask for; the engine also runs on "cpu" (vLLM's CPU build, for tests).
 GpuVendor = Literal["amd", "nvidia"]
@@ -41,9 +41,6 @@ TEARDOWN_S = 10
 # Turns off every vllm: metric, which tuning reads.
 DISABLE_LOG_STATS = "--disable-log-stats"
 
-# What `vllm serve` takes as its model (and served model name) without reading it as a flag: no leading
-# '-', no control characters (a NUL cannot even be passed in argv). Also the CRD's pattern.
-MODEL_PATTERN = r"^[^-\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 # An argv item or environment value: anything but NUL, which execve cannot pass.
 NO_NUL_PATTERN = r"^[^\x00]*$"
 

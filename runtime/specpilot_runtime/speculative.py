@@ -159,13 +159,18 @@ def schedule_k(schedule: Sequence[Sequence[int]] | None, n: int, batch_size: int
     return min(n, k if k is not None else n)
 
 
+# A target or draft checkpoint (hub id or path) as vLLM takes it without reading it as a flag: no leading
+# '-', no control characters (a NUL cannot even be passed in argv). Also the CRD's pattern.
+MODEL_PATTERN = r"^[^-\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+
+
 class SpeculativeConfig(BaseModel):
     """specpilot's view of a speculative config; `to_vllm()` gives vLLM's own JSON."""
 
     model_config = ConfigDict(extra="forbid")
 
     method: str
-    model: str | None = None
+    model: str | None = Field(default=None, pattern=MODEL_PATTERN)
     num_speculative_tokens: int = Field(default=0, ge=0)
     block_size: int | None = Field(default=None, ge=2)
     num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None

@@ -95,6 +95,8 @@ def test_a_dflash_checkpoint_is_checked_against_n_and_block_size(
     ({**ENGINE, "speculative": {"method": "dflash", "model": "z-lab/x", "num_speculative_tokens": 16}},
      "allowed 1..15"),
     ({**ENGINE, "args": ["--speculative-config", "{}"]}, "args[0]: --speculative-config is reserved"),
+    ({**ENGINE, "speculative": {"method": "eagle3", "model": "--trust-remote-code", "num_speculative_tokens": 3}},
+     "speculative.model"),
     ({**ENGINE, "accelerator": {"vendor": "amd"},
       "env": {"HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "1"}}, "name different GPUs"),
 ])

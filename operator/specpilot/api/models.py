@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, MODEL_PATTERN, NO_NUL_PATTERN
+from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, NO_NUL_PATTERN
 from specpilot_runtime import engine_config
-from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, REMOVED_METHODS
+from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, MODEL_PATTERN, REMOVED_METHODS
 
 GROUP = "specpilot.io"
 VERSION = "v1alpha1"

@@ -12,9 +12,8 @@ import copy
 import re
 from typing import Any
 
-from specpilot_runtime.speculative import Problem
-
-from specpilot_runtime.engine_config import MODEL_PATTERN, NO_NUL_PATTERN
+from specpilot_runtime.engine_config import NO_NUL_PATTERN
+from specpilot_runtime.speculative import MODEL_PATTERN, Problem
 
 from .models import ABSOLUTE_PATH_PATTERN, DURATION_PATTERN, IMAGE_PATTERN, NAME_PATTERN
 
