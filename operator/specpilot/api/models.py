@@ -71,9 +71,9 @@ ABSOLUTE_PATH_PATTERN = r"^(/[^/\x00-\x1f\x7f]+)+$"
 # Where specpilot mounts its own volumes in every serving pod (render/pod.py; a test keeps them equal):
 # a model cache mounted over, under or above them would hide engine.json or the shared memory.
 RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm", "/opt/specpilot")
-# An image reference: no whitespace, no control characters.
 # A Secret's name: a lower-case DNS subdomain (RFC 1123).
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# An image reference: no whitespace, no control characters.
 IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 # Alternatives a tournament may hold: each costs a canary (and a checkpoint load) to measure.
