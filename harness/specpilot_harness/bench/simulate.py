@@ -59,14 +59,6 @@ def served_goodput_at(profile: Profile, n: int, k: int, load: int) -> float:
     return load * (1.0 + sum(drafted_curve(profile, n, k))) / profile.step_time(k, max(1, round(load)))
 
 
-def _track_window(n: int, delta: Snapshot, ready: int, desired: int, schedule: Schedule | None,
-                  method: str) -> TrackWindow:
-    # The schedule travels with the window once TrackWindow has a field for it (the pods' config).
-    if schedule is not None and "schedule" in getattr(TrackWindow, "__dataclass_fields__", {}):
-        return TrackWindow(n, delta, ready, desired, schedule=schedule, method=method)  # type: ignore[call-arg]
-    return TrackWindow(n, delta, ready, desired, method=method)
-
-
 @dataclass
 class WindowCost:
     """Noise-free goodput of one window, per pod, for the exploration cost."""
@@ -163,8 +155,8 @@ class Deployment:
         self.now += self.window_s
         snap, g_stable, k_stable = self._track(p, self.stable_n, load, self.window_s, self.stable_pods, jitter,
                                                shared, self.stable_schedule)
-        stable = _track_window(self.stable_n, snap, self.stable_pods, self.stable_pods, self.stable_schedule,
-                               _method(p, self.stable_n))
+        stable = TrackWindow(self.stable_n, snap, self.stable_pods, self.stable_pods,
+                             method=_method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
         k_canary: int | None = None
@@ -175,8 +167,8 @@ class Deployment:
             cp = self.canary_profile or p
             snap_c, g, k_canary = self._track(cp, self.canary_n, load, serve, self.canary_pods, jitter, shared,
                                               self.canary_schedule)
-            canary = _track_window(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now),
-                                   ready, self.canary_pods, self.canary_schedule, _method(cp, self.canary_n))
+            canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now), ready,
+                                 self.canary_pods, method=_method(cp, self.canary_n))
             g_canary = g * serve / self.window_s
         self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
         return Observations(window_s=self.window_s, stable=stable, canary=canary)

@@ -31,7 +31,6 @@ from . import readings
 
 TOURNAMENT_FILES: tuple[Path, ...] = (ARTICLE_TOURNAMENTS,)
 BLOCK_SIZE = 16  # the draft block of the article's DFlash and DSpark checkpoints (b16)
-STABLE_ROLES = ("stable",)
 OPEN_ROLES = ("untried", "canary")  # a tournament with one of these is still running
 
 

@@ -12,7 +12,6 @@ from typing import Any
 from specpilot_harness.sandbox.errors import ApiError
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
-LEVELS = ("privileged", "baseline", "restricted")
 # Capabilities baseline lets a container add (the container runtime's defaults).
 BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                                    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})

@@ -31,7 +31,6 @@ LEADER = f"{PREFIX}_leader"
 # Tuner (the canary loop). Counter, labels (namespace, deployment, decision): one per tuning decision,
 # decision one of DECISIONS.
 TUNER_DECISIONS = f"{PREFIX}_tuner_decisions"
-TUNER_DECISIONS_TOTAL = f"{TUNER_DECISIONS}_total"
 # Gauge, labels (namespace, deployment): unix time of the latest tuning decision (any kind, hold included).
 # Remove the series when tuning is turned off or the object is deleted: the TunerStalled alert reads it.
 TUNER_LAST_DECISION_TIMESTAMP = f"{PREFIX}_tuner_last_decision_timestamp_seconds"
