@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 from statistics import NormalDist
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -228,7 +228,7 @@ def load_slope(stable: Sequence[WindowRecord]) -> float:
 
 
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
-                  loads: Sequence[float], objective: str) -> Estimate:
+                  loads: Sequence[float], objective: str, identical: Callable[[float], bool] | None = None) -> Estimate:
     """Posterior of the log goodput ratio canary / stable over the round's load mix, and the share of the
     mix's goodput the paired windows covered.
 
@@ -237,8 +237,13 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     Each level has its own spread (shrunk towards the pooled one by LEVEL_PRIOR_DOF windows' worth), and the
     degrees of freedom of the weighted mean are Welch-Satterthwaite's: a heavy level seen in two windows
     counts with the doubt of two windows, not with that of every window of the canary.
+
+    `identical(level)`: the two tracks speculate alike there (a batch-size schedule that drafts the stable's
+    K at that load, schedule.same_drafting). Such a level's ratio is exactly 1 and counts as seen; its pairs
+    measure only the noise (around a known mean of 0), which they lend to the pooled spread.
     """
     levels, counts = load_octaves(loads)
+    same = np.array([bool(identical(float(level))) if identical else False for level in levels])
     weights = counts / counts.sum()
     key = lambda b: int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))  # noqa: E731 - nearest level
     speed = np.zeros(len(levels))
@@ -252,12 +257,19 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     if objective == "throughput":
         level_g = level_g * levels
     ys: dict[int, list[float]] = {}
+    noise: list[float] = []  # pairs at identical levels: their true log ratio is 0
     slope = load_slope(stable)
     for s, c in pairs:
-        ys.setdefault(key(s.load), []).append(
+        i = key(s.load)
+        (noise if same[i] else ys.setdefault(i, [])).append(
             math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s)
             + slope * math.log(c.load / s.load))
     seen = sorted(ys)
+    known = float(level_g[same].sum() / level_g.sum()) if level_g.sum() > 0 else 0.0
+    if not seen:
+        # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
+        unseen = 1.0 - known if same.any() else 1.0
+        return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, 1e-9), LEVEL_PRIOR_DOF, known, unseen)
     # A canary splits the load, so a level the stable served alone is seen during the analysis one octave
     # lower (half the sequences per pod): each level of the mix counts at the nearest level the pairs saw,
     # if that is within an octave.
@@ -267,23 +279,26 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     # hide that the canary wins at one load and loses at the next (an N that pays at 32 sequences per pod
     # and costs at 64). It counts as covered once it, or a neighbour in reach, has LEVEL_WINDOWS pairs.
     enough = [j for j in seen if len(ys[j]) >= LEVEL_WINDOWS] or seen
-    nearest = {i: min(enough, key=lambda j: abs(octave[i] - octave[j])) for i in range(len(levels))}
+    differ = [i for i in range(len(levels)) if not same[i]]
+    nearest = {i: min(enough, key=lambda j: abs(octave[i] - octave[j])) for i in differ}
     in_reach = {i for i, j in nearest.items() if abs(octave[i] - octave[j]) <= 1.0 + 1e-9}
-    near = {i: (i if i in ys else nearest[i]) for i in range(len(levels)) if i in ys or i in in_reach}
+    near = {i: (i if i in ys else nearest[i]) for i in differ if i in ys or i in in_reach}
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
     enough_near = {i for i in in_reach if len(ys[nearest[i]]) >= LEVEL_WINDOWS}
     seen_enough = sum(level_g[i] for i in near if len(ys.get(i, [])) >= LEVEL_WINDOWS or i in enough_near)
-    covered = float(seen_enough / level_g.sum()) if level_g.sum() > 0 else 0.0
+    covered = float(seen_enough / level_g.sum()) + known if level_g.sum() > 0 else 0.0
     unseen = 0.0  # share of the mix's goodput at loads no pair came near
     if w.sum() > 0:
-        unseen = max(0.0, 1.0 - float(w.sum() / level_g.sum()))
+        unseen = max(0.0, 1.0 - known - float(w.sum() / level_g.sum()))
         w = w / level_g.sum()
     else:
-        w = np.full(len(seen), 1.0 / len(seen))
+        w = np.full(len(seen), (1.0 - known) / len(seen))
     means = np.array([np.mean(ys[i]) for i in seen])
     n_l = np.array([len(ys[i]) for i in seen], dtype=float)
     ss_l = np.array([((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen])
-    pooled = (ss_l.sum() + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) / (n_l.sum() - len(seen) + NOISE_PRIOR_DOF)
+    noise_ss = float(np.square(noise).sum())
+    pooled = (ss_l.sum() + noise_ss + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) \
+        / (n_l.sum() - len(seen) + len(noise) + NOISE_PRIOR_DOF)
     dof_l = n_l - 1 + LEVEL_PRIOR_DOF
     var_l = (ss_l + LEVEL_PRIOR_DOF * pooled) / dof_l
     # The goodput ratio over the mix is the weighted mean of the levels' ratios, not of their logs: a
@@ -291,7 +306,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     # the mean of logs says +8% (a parallel drafter truly +16% against no speculation was measured +5% so,
     # and rolled back twice). Loads no pair came near count as no gain.
     ratio = w * np.exp(means)
-    total = float(ratio.sum()) + unseen
+    total = float(ratio.sum()) + unseen + known
     terms = (ratio / total) ** 2 * var_l / n_l  # delta method: d log(total) / d mean_l = ratio_l / total
     # Loads no pair came near count as the sceptical prior says (no gain, give or take GAIN_PRIOR_SD):
     # a canary that wins where it was seen cannot be promoted on that alone when it may lose elsewhere.
@@ -301,11 +316,11 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = math.log(total) / se2 * post_var
     return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen,
-                    _downside(pairs, level_g, octave, near, seen) / total)
+                    _downside(pairs, level_g, octave, near, seen, same) / total)
 
 
 def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], level_g: np.ndarray, octave: np.ndarray,
-              near: dict[int, int], seen: list[int]) -> float:
+              near: dict[int, int], seen: list[int], same: np.ndarray) -> float:
     """How much the goodput at loads no pair came near may lose, beyond the sceptical prior's doubt: a
     longer N than the stable's pays less the busier the pod (its extra tokens cost more of a step), so at
     loads heavier than every seen one it may lose however much it gained where it was seen, the more so
@@ -319,7 +334,7 @@ def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], level_g: np.nd
     at = octave[seen]
     var = 0.0
     for i in range(len(level_g)):
-        if i in near:
+        if i in near or same[i]:
             continue
         beyond = (octave[i] - at.max()) if direction > 0 else (at.min() - octave[i])
         if beyond > 0:
@@ -345,18 +360,19 @@ def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dic
 
 
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
-          margin: float, confidence: float, max_windows: int, carried: int = 0) -> Verdict:
+          margin: float, confidence: float, max_windows: int, carried: int = 0,
+          identical: Callable[[float], bool] | None = None) -> Verdict:
     """Verdict on the canary from its paired analysis windows (measured goodput only). `stable` may hold the
     whole round's stable windows (they give each load level's goodput weight); pairs match by window.
     `carried`: how many of the pairs are an earlier canary's of the same N against the same stable (a retry,
     evidence.py); the window limits count the canary's own, and promotion spends half the error rate again
     over the pooled horizon, so the two canaries together promote a canary that is no better at most 1.5
-    times as often as one."""
+    times as often as one. `identical`: the loads at which the two tracks speculate alike (`measured_gain`)."""
     pairs = paired(stable, canary)
     m = len(pairs) - carried
     if m < MIN_WINDOWS:
         return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows", carried)
-    est = measured_gain(pairs, stable, loads, objective)
+    est = measured_gain(pairs, stable, loads, objective, identical)
     mu, covered = est.mean, est.covered
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look). The
     # rollback does not count unseen loads as no gain: a block drafter 3% worse than no speculation at 256

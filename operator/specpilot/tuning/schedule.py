@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -137,6 +137,26 @@ def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, i
         else:
             entries.append((lo, hi, k))
     return tuple(entries)
+
+
+def same_drafting(method: str, a_n: int, a_rows: Sequence[Sequence[int]] | None, b_n: int,
+                  b_rows: Sequence[Sequence[int]] | None) -> Callable[[float], bool]:
+    """Whether two tracks of one method speculate alike around a load level (sequences per pod): both
+    speculate, they draft the same K at every batch size from half to twice the level (a window's running
+    batch varies around its mean, and a canary halves the load the stable served alone), and the first K
+    positions do not depend on the started N (a chain drafter) or the started N is the same. There the two
+    tracks are one configuration: their goodput ratio is exactly 1, with nothing to measure."""
+    if a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(method)):
+        return lambda level: False
+    # K is constant between the rows' edges: comparing at the band's start and at every edge inside it
+    # compares every batch size in it.
+    edges = sorted({e for rows in (a_rows or [], b_rows or []) for lo, hi, _ in rows for e in (lo, hi + 1)})
+
+    def same(level: float) -> bool:
+        lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
+        return all(schedule_k(a_rows, a_n, b) == schedule_k(b_rows, b_n, b)
+                   for b in [lo] + [e for e in edges if lo < e <= hi])
+    return same
 
 
 def rows_from_json(value: Any) -> list[list[int]] | None:
