@@ -8,6 +8,7 @@ import pytest
 from specpilot.tuning.judge import judge
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
+from specpilot.tuning.schedule import TrackDrafting
 
 
 def _window(seq: int, track: str, n: int, load: float, tokens_per_step: float, step_s: float) -> WindowRecord:
@@ -38,5 +39,17 @@ def test_a_gain_seen_at_one_load_is_promoted_only_when_the_unseen_load_cannot_re
     stable, canary = _round(stable_n, canary_n, light, heavy)
     v = judge(stable, canary, [r.load for r in stable], "throughput", margin=0.02, confidence=0.95,
               max_windows=12)
+    assert v.gain > 0.05
+    assert (v.decision == Ruling.PROMOTE) == promoted, v
+
+
+@pytest.mark.parametrize(("heavy_k", "promoted"), [(1, True), (2, False)])
+def test_under_a_schedule_the_risky_side_is_where_the_canary_drafts_more(heavy_k: int, promoted: bool) -> None:
+    # A schedule started at 2 against a stable N=1, measured +10% at 4 sequences per pod: at the unseen 16
+    # it drafts the stable's 1 (nothing to lose there) or its own 2 (the longer N's risk).
+    schedule = [[1, 8, 2], [9, 4096, heavy_k]]
+    stable, canary = _round(1, 2, 4.0, 16.0)
+    v = judge(stable, canary, [r.load for r in stable], "throughput", margin=0.02, confidence=0.95,
+              max_windows=12, drafting=TrackDrafting("draft_model", 1, None, 2, schedule))
     assert v.gain > 0.05
     assert (v.decision == Ruling.PROMOTE) == promoted, v

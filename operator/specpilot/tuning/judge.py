@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 from statistics import NormalDist
-from typing import Callable, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -83,6 +83,16 @@ SLOPE_MIN_SPREAD = 0.1
 # Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
 # is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
 ERROR_SLACK = 1.0
+
+
+class Drafting(Protocol):
+    """What the canary drafts against the stable at a load level (schedule.TrackDrafting)."""
+
+    def identical(self, level: float) -> bool:
+        """The two tracks are one configuration around this load: their goodput ratio is exactly 1."""
+
+    def direction(self, level: float) -> int:
+        """+1 where the canary drafts more tokens per step than the stable, -1 fewer, 0 as many."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +238,7 @@ def load_slope(stable: Sequence[WindowRecord]) -> float:
 
 
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
-                  loads: Sequence[float], objective: str, identical: Callable[[float], bool] | None = None) -> Estimate:
+                  loads: Sequence[float], objective: str, drafting: Drafting | None = None) -> Estimate:
     """Posterior of the log goodput ratio canary / stable over the round's load mix, and the share of the
     mix's goodput the paired windows covered.
 
@@ -238,12 +248,12 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     degrees of freedom of the weighted mean are Welch-Satterthwaite's: a heavy level seen in two windows
     counts with the doubt of two windows, not with that of every window of the canary.
 
-    `identical(level)`: the two tracks speculate alike there (a batch-size schedule that drafts the stable's
-    K at that load, schedule.same_drafting). Such a level's ratio is exactly 1 and counts as seen; its pairs
-    measure only the noise (around a known mean of 0), which they lend to the pooled spread.
+    `drafting`: where a batch-size schedule drafts as the other track does (`Drafting.identical`), the ratio
+    is exactly 1 and the level counts as seen; its pairs measure only the noise (around a known mean of 0),
+    which they lend to the pooled spread. Without it (method canaries) no level is identical.
     """
     levels, counts = load_octaves(loads)
-    same = np.array([bool(identical(float(level))) if identical else False for level in levels])
+    same = np.array([drafting is not None and drafting.identical(float(level)) for level in levels])
     weights = counts / counts.sum()
     key = lambda b: int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))  # noqa: E731 - nearest level
     speed = np.zeros(len(levels))
@@ -316,25 +326,31 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = math.log(total) / se2 * post_var
     return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen,
-                    _downside(pairs, level_g, octave, near, seen, same) / total)
+                    _downside(pairs, levels, level_g, near, seen, same, drafting) / total)
 
 
-def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], level_g: np.ndarray, octave: np.ndarray,
-              near: dict[int, int], seen: list[int], same: np.ndarray) -> float:
+def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], levels: np.ndarray, level_g: np.ndarray,
+              near: dict[int, int], seen: list[int], same: np.ndarray, drafting: Drafting | None) -> float:
     """How much the goodput at loads no pair came near may lose, beyond the sceptical prior's doubt: a
     longer N than the stable's pays less the busier the pod (its extra tokens cost more of a step), so at
     loads heavier than every seen one it may lose however much it gained where it was seen, the more so
     the farther they are (a shorter N, at lighter loads). A compute-bound engine's N=1 measured +9% over no
     speculation at 4 sequences per pod, and was promoted with 20% of the goodput at 16 unseen, where it
-    loses 23%: truly 3.3% worse."""
-    direction = int(np.sign(pairs[0][1].n - pairs[0][0].n)) if pairs else 0
-    if not direction or not seen or level_g.sum() <= 0:
+    loses 23%: truly 3.3% worse. Under a batch-size schedule what counts is the K each track drafts at that
+    load (`Drafting.direction`): a schedule that drafts no more than the stable at the heavy loads risks
+    nothing there by drafting more at light ones."""
+    n_direction = int(np.sign(pairs[0][1].n - pairs[0][0].n)) if pairs else 0
+    if not pairs or not seen or level_g.sum() <= 0:
         return 0.0
     share = level_g / level_g.sum()
+    octave = np.log2(levels)
     at = octave[seen]
     var = 0.0
     for i in range(len(level_g)):
         if i in near or same[i]:
+            continue
+        direction = drafting.direction(float(levels[i])) if drafting is not None else n_direction
+        if not direction:
             continue
         beyond = (octave[i] - at.max()) if direction > 0 else (at.min() - octave[i])
         if beyond > 0:
@@ -361,18 +377,18 @@ def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dic
 
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
           margin: float, confidence: float, max_windows: int, carried: int = 0,
-          identical: Callable[[float], bool] | None = None) -> Verdict:
+          drafting: Drafting | None = None) -> Verdict:
     """Verdict on the canary from its paired analysis windows (measured goodput only). `stable` may hold the
     whole round's stable windows (they give each load level's goodput weight); pairs match by window.
     `carried`: how many of the pairs are an earlier canary's of the same N against the same stable (a retry,
     evidence.py); the window limits count the canary's own, and promotion spends half the error rate again
     over the pooled horizon, so the two canaries together promote a canary that is no better at most 1.5
-    times as often as one. `identical`: the loads at which the two tracks speculate alike (`measured_gain`)."""
+    times as often as one. `drafting`: what each track drafts, load by load (`measured_gain`)."""
     pairs = paired(stable, canary)
     m = len(pairs) - carried
     if m < MIN_WINDOWS:
         return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows", carried)
-    est = measured_gain(pairs, stable, loads, objective, identical)
+    est = measured_gain(pairs, stable, loads, objective, drafting)
     mu, covered = est.mean, est.covered
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look). The
     # rollback does not count unseen loads as no gain: a block drafter 3% worse than no speculation at 256

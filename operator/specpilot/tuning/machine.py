@@ -27,7 +27,7 @@ from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, paired, 
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
-from .schedule import propose, same_drafting, schedule_text
+from .schedule import TrackDrafting, propose, schedule_text
 from .state import TunerState
 from .step_model import StepModel, timings
 from .transfer import known
@@ -284,10 +284,10 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         round_stable += [r for r in ev.records if r.track == "stable" and r.seq not in seen]
     carried = [r for r in ev.records if r.track == "canary"] if ev else []
     assert state.canary_n is not None
-    identical = same_drafting(state.method, state.stable_n, state.stable_schedule, state.canary_n,
-                              state.canary_schedule)
+    drafting = TrackDrafting(state.method, state.stable_n, state.stable_schedule, state.canary_n,
+                             state.canary_schedule)
     v = judge(round_stable, carried + canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
-              tuning.canary.windows, len(carried), identical)
+              tuning.canary.windows, len(carried), drafting)
     numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
     if v.decision != Ruling.CONTINUE:
         _carry(state, tuning, v, ev, paired(round_stable, canary))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -139,24 +139,38 @@ def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, i
     return tuple(entries)
 
 
-def same_drafting(method: str, a_n: int, a_rows: Sequence[Sequence[int]] | None, b_n: int,
-                  b_rows: Sequence[Sequence[int]] | None) -> Callable[[float], bool]:
-    """Whether two tracks of one method speculate alike around a load level (sequences per pod): both
-    speculate, they draft the same K at every batch size from half to twice the level (a window's running
-    batch varies around its mean, and a canary halves the load the stable served alone), and the first K
-    positions do not depend on the started N (a chain drafter) or the started N is the same. There the two
-    tracks are one configuration: their goodput ratio is exactly 1, with nothing to measure."""
-    if a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(method)):
-        return lambda level: False
-    # K is constant between the rows' edges: comparing at the band's start and at every edge inside it
-    # compares every batch size in it.
-    edges = sorted({e for rows in (a_rows or [], b_rows or []) for lo, hi, _ in rows for e in (lo, hi + 1)})
+@dataclass(frozen=True)
+class TrackDrafting:
+    """What a canary drafts against the stable, load by load: each track's started N and batch-size
+    schedule (None: N at every batch size), for the judge (`judge.Drafting`)."""
 
-    def same(level: float) -> bool:
+    method: str
+    stable_n: int
+    stable_rows: Sequence[Sequence[int]] | None
+    canary_n: int
+    canary_rows: Sequence[Sequence[int]] | None
+
+    def identical(self, level: float) -> bool:
+        """Whether the tracks speculate alike around a load level (sequences per pod): both speculate,
+        they draft the same K at every batch size from half to twice the level (a window's running batch
+        varies around its mean, and a canary halves the load the stable served alone), and the first K
+        positions do not depend on the started N (a chain drafter) or the started N is the same. There the
+        two tracks are one configuration: their goodput ratio is exactly 1, with nothing to measure."""
+        a_n, b_n = self.stable_n, self.canary_n
+        if a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(self.method)):
+            return False
         lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
-        return all(schedule_k(a_rows, a_n, b) == schedule_k(b_rows, b_n, b)
-                   for b in [lo] + [e for e in edges if lo < e <= hi])
-    return same
+        # K is constant between the rows' edges: comparing at the band's start and at every edge inside it
+        # compares every batch size in it.
+        edges = {e for rows in (self.stable_rows or [], self.canary_rows or []) for r in rows for e in (r[0], r[1] + 1)}
+        return all(schedule_k(self.stable_rows, a_n, b) == schedule_k(self.canary_rows, b_n, b)
+                   for b in [lo] + sorted(e for e in edges if lo < e <= hi))
+
+    def direction(self, level: float) -> int:
+        """+1 where the canary drafts more tokens per step than the stable at this load, -1 fewer, 0 as many."""
+        b = max(1, int(round(level)))
+        diff = schedule_k(self.canary_rows, self.canary_n, b) - schedule_k(self.stable_rows, self.stable_n, b)
+        return (diff > 0) - (diff < 0)
 
 
 def rows_from_json(value: Any) -> list[list[int]] | None:
