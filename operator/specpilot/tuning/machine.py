@@ -283,6 +283,7 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         seen = {r.seq for r in round_stable}
         round_stable += [r for r in ev.records if r.track == "stable" and r.seq not in seen]
     carried = [r for r in ev.records if r.track == "canary"] if ev else []
+    carried += _borrowed(state, since, {r.seq for r in carried})
     assert state.canary_n is not None
     drafting = TrackDrafting(state.method, state.stable_n, state.stable_schedule, state.canary_n,
                              state.canary_schedule)
@@ -336,6 +337,28 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if wait:
         return Action(ActionKind.KEEP_ANALYSING, c, wait)
     return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
+
+
+def _borrowed(state: TunerState, since: int, taken: set[int]) -> list[WindowRecord]:
+    """A schedule canary's head start: the windows in which an earlier canary of this acceptance regime
+    (an N, no schedule) ran against the same stable N (no schedule either) at a load where that N drafts
+    what the schedule drafts there (`TrackDrafting.identical`). There the two canaries are one
+    configuration, so those pairs measure the schedule at that load as much as its own would: a schedule
+    that takes N=7's K at light loads starts with what N=7's canary measured there. They count as the
+    judge's carried windows (the estimate, not the window limits; the stricter promotion boundary): the
+    schedule was proposed from them."""
+    if state.canary_schedule is None or state.stable_schedule is not None or state.canary_n is None:
+        return []
+    stable = {r.seq: r for r in state.records if r.track == "stable" and r.step_s}
+    out = []
+    for r in state.records:
+        s = stable.get(r.seq)
+        if r.track != "canary" or r.seq >= since or r.seq in taken or r.scheduled or r.n <= 0 or not r.step_s \
+                or s is None or s.n != state.stable_n or s.scheduled:
+            continue
+        if TrackDrafting(state.method, r.n, None, state.canary_n, state.canary_schedule).identical(r.load):
+            out.append(r)
+    return out
 
 
 def _carry(state: TunerState, tuning: Tuning, v: Verdict, ev: evidence.Evidence | None,

@@ -79,6 +79,7 @@ class WindowRecord:
     load: float  # concurrent sequences per pod
     # Drafts that reached each position (specpilot's plugin counter); None when the pods do not export it.
     drafted_per_pos: tuple[float, ...] | None = None
+    scheduled: bool = False  # the track served a batch-size schedule under N (statuses before it: False)
 
     def drafted_at(self, pos: int) -> float:
         """The denominator of acceptance at position `pos` (0-based): drafts that reached it, or every
@@ -93,6 +94,8 @@ class WindowRecord:
                "b": self.load}
         if self.drafted_per_pos is not None:
             out["dr"] = list(self.drafted_per_pos)
+        if self.scheduled:
+            out["s"] = True
         return out
 
     @classmethod
@@ -113,7 +116,8 @@ class WindowRecord:
                    tokens_per_step=finite(d["l"], "record l", 0.0),
                    step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
                    load=finite(d["b"], "record b", 1.0),
-                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr))
+                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr),
+                   scheduled=d.get("s") is True)
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
@@ -140,7 +144,7 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
         load = d.running / pods
     return WindowRecord(seq=seq, track=track, n=w.n, drafts=d.drafts if w.n > 0 else 0.0,
                         accepted_per_pos=acc, tokens_per_step=tokens, step_s=step, load=max(load, 1.0),
-                        drafted_per_pos=drafted)
+                        drafted_per_pos=drafted, scheduled=scheduled)
 
 
 def acceptance_note(records: Sequence[WindowRecord], scheduled: Collection[str]) -> str | None:

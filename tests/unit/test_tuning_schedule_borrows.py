@@ -1,0 +1,76 @@
+"""A schedule canary starts with the windows an earlier canary measured at the loads where that N drafts
+what the schedule drafts: there the two canaries are one configuration (`machine._borrowed`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specpilot.tuning import ActionKind, Phase, TunerState, step
+from specpilot.tuning.machine import _borrowed
+from specpilot.tuning.observations import WindowRecord
+from specpilot_harness.bench import cli, strategies
+from specpilot_harness.sim.profile import load_profiles
+
+PROFILES = Path(cli.__file__).parent / "profiles"
+SCHEDULE = [[1, 32, 7], [33, 4096, 3]]
+
+
+def _pair(seq: int, stable_n: int, canary_n: int, load: float, scheduled: bool = False) -> list[WindowRecord]:
+    return [WindowRecord(seq, "stable", stable_n, 100.0, (50.0,), 1.5, 0.02, load),
+            WindowRecord(seq, "canary", canary_n, 100.0, (60.0,), 1.8, 0.021, load, scheduled=scheduled)]
+
+
+def _state(records: list[WindowRecord], method: str = "eagle3") -> TunerState:
+    state = TunerState.new(method, 3)
+    state.phase, state.canary_n, state.canary_schedule, state.analysis_from_seq = Phase.ANALYSING, 7, SCHEDULE, 10
+    state.records = records
+    return state
+
+
+def test_only_an_earlier_n_s_windows_where_it_drafts_as_the_schedule_against_the_same_stable_are_pooled() -> None:
+    records = (_pair(0, 3, 7, 4.0)  # N=7 at 4 sequences per pod: the schedule drafts 7 there
+               + _pair(1, 3, 7, 64.0)  # at 64 the schedule drafts 3, N=7 drafts 7
+               + _pair(2, 3, 5, 4.0)  # another N
+               + _pair(3, 4, 7, 4.0)  # against another stable N
+               + _pair(4, 3, 7, 4.0, scheduled=True)  # a canary serving a schedule
+               + _pair(10, 3, 7, 4.0, scheduled=True))  # the running canary's own window
+    assert [r.seq for r in _borrowed(_state(records), 10, set())] == [0]
+    assert _borrowed(_state(records), 10, {0}) == []  # already pooled as a retry's evidence
+    # A block drafter's first K positions depend on the block it was started with, so only a canary started
+    # at the schedule's own N (7 here) lends its windows.
+    assert [r.seq for r in _borrowed(_state(records, "dflash"), 10, set())] == [0]
+
+
+def test_the_scheduled_flag_survives_the_status_and_old_statuses_read_as_unscheduled() -> None:
+    record = _pair(0, 3, 7, 4.0, scheduled=True)[1]
+    assert WindowRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+    old = {k: v for k, v in record.to_json().items() if k != "s"}
+    assert WindowRecord.from_json(old).scheduled is False
+    assert WindowRecord.from_json({**old, "s": "yes"}).scheduled is False
+
+
+def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled() -> None:
+    # MoE target, EAGLE-3, default N=3; N=7 wins at light loads and loses at 256. Its canary is rolled back,
+    # and the schedule 7 [1-64:7 65+:3] then starts with N=7's windows at the light loads. Every window's
+    # state goes through its status JSON, as after an operator restart.
+    profile = load_profiles((PROFILES / "mixed-load.json").read_text())["mix-moe-eagle3-2002"]
+    dep = strategies._deployment(profile, 4, 48)
+    tuning = strategies.bench_tuning(profile, "schedule")
+    state = TunerState.new(profile.method, profile.default_n, now=dep.now)
+    promoted = []
+    for _ in range(48):
+        state = TunerState.from_status(json.loads(json.dumps(state.to_status())), method=profile.method,
+                                       stable_n=dep.stable_n)
+        state, a = step(state, tuning, dep.window(), dep.now)
+        if a.kind == ActionKind.START_CANARY:
+            dep.start_canary(a.n, a.schedule)
+        elif a.kind == ActionKind.PROMOTE:
+            promoted.append((a.n, a.schedule, a.reason))
+            dep.promote(a.n, a.schedule)
+        elif a.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            dep.remove_canary()
+    assert len(promoted) == 1
+    n, schedule, reason = promoted[0]
+    assert (n, schedule) == (7, [[1, 64, 7], [65, 4096, 3]]) and "carried windows" in reason
+    assert state.stable_schedule == schedule
