@@ -121,6 +121,33 @@ def test_draft_model_n4_noisy_draft(serve: Any, tiny_models: TinyModels) -> None
     stop_cleanly(server)
 
 
+def test_a_schedule_drafts_k_by_the_running_batch_size(serve: Any, tiny_models: TinyModels) -> None:
+    # What the simulated engine and the tuner take from vLLM's schedule: a track started at N=4 drafts the
+    # K of the running batch size's range, here 4 alone and 1 beside other sequences, and the plugin's
+    # counter shows which positions each step drafted.
+    server = serve({
+        "model": str(tiny_models.target), "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS,
+        "speculative": {"method": "draft_model", "model": str(tiny_models.draft), "num_speculative_tokens": 4,
+                        "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 256, 1]]},
+    }, "tiny-draft-schedule")
+    start = scrape(server)
+    for prompt in PROMPTS[:2]:  # one at a time: every step runs one sequence
+        r = httpx.post(f"{server.url}/v1/completions", timeout=120, json={
+            "model": server.model, "prompt": prompt, "max_tokens": 48, "temperature": 0, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+    alone = scrape(server)
+    one = vm.delta(start, alone)
+    assert one.drafts > 0 and one.drafted_per_pos == (one.drafts,) * 4, one
+    complete_all(server)  # three at once: most steps run two or three sequences
+    together = vm.delta(alone, scrape(server))
+    assert together.drafted_per_pos is not None and together.drafted_per_pos[0] == together.drafts
+    deep = together.drafted_per_pos[1:]
+    assert len(set(deep)) == 1 and deep[0] < 0.5 * together.drafts, together
+    assert all(a <= d for a, d in zip(together.accepted_per_pos, together.drafted_per_pos)), together
+    print(f"schedule 1:4 2+:1 - alone {one.drafted_per_pos}, three at once {together.drafted_per_pos}")
+    stop_cleanly(server)
+
+
 def test_runtime_overhead_before_vllm_under_1s(vllm_venv: VllmVenv, vllm_env: dict[str, str],
                                                tiny_models: TinyModels, workdir: Any) -> None:
     """Everything serve does before it execs vLLM (interpreter start, imports, validation, checkpoint
