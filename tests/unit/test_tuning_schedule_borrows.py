@@ -42,12 +42,14 @@ def test_only_an_earlier_n_s_windows_where_it_drafts_as_the_schedule_against_the
     assert [r.seq for r in _borrowed(_state(records, "dflash"), 10, set())] == [0]
 
 
-def test_the_scheduled_flag_survives_the_status_and_old_statuses_read_as_unscheduled() -> None:
+def test_the_scheduled_flag_survives_the_status_and_old_statuses_read_it_from_the_drafted_counter() -> None:
     record = _pair(0, 3, 7, 4.0, scheduled=True)[1]
     assert WindowRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
     old = {k: v for k, v in record.to_json().items() if k != "s"}
     assert WindowRecord.from_json(old).scheduled is False
     assert WindowRecord.from_json({**old, "s": "yes"}).scheduled is False
+    # Before the flag, only a scheduled track's record kept the drafted-per-position counts.
+    assert WindowRecord.from_json({**old, "dr": [100.0]}).scheduled is True
 
 
 def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled() -> None:

@@ -79,7 +79,9 @@ class WindowRecord:
     load: float  # concurrent sequences per pod
     # Drafts that reached each position (specpilot's plugin counter); None when the pods do not export it.
     drafted_per_pos: tuple[float, ...] | None = None
-    scheduled: bool = False  # the track served a batch-size schedule under N (statuses before it: False)
+    # The track served a batch-size schedule under N. Statuses written before this field was kept say so only
+    # through "dr", which `record` keeps for scheduled tracks alone.
+    scheduled: bool = False
 
     def drafted_at(self, pos: int) -> float:
         """The denominator of acceptance at position `pos` (0-based): drafts that reached it, or every
@@ -94,8 +96,8 @@ class WindowRecord:
                "b": self.load}
         if self.drafted_per_pos is not None:
             out["dr"] = list(self.drafted_per_pos)
-        if self.scheduled:
-            out["s"] = True
+        if self.scheduled or self.drafted_per_pos is not None:
+            out["s"] = self.scheduled
         return out
 
     @classmethod
@@ -117,7 +119,7 @@ class WindowRecord:
                    step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
                    load=finite(d["b"], "record b", 1.0),
                    drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr),
-                   scheduled=d.get("s") is True)
+                   scheduled=d["s"] is True if "s" in d else dr is not None)
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
