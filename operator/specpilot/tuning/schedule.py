@@ -162,7 +162,8 @@ class TrackDrafting:
         lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
         # K is constant between the rows' edges: comparing at the band's start and at every edge inside it
         # compares every batch size in it.
-        edges = {e for rows in (self.stable_rows or [], self.canary_rows or []) for r in rows for e in (r[0], r[1] + 1)}
+        rows = [*(self.stable_rows or []), *(self.canary_rows or [])]
+        edges = {e for r in rows for e in (r[0], r[1] + 1)}
         return all(schedule_k(self.stable_rows, a_n, b) == schedule_k(self.canary_rows, b_n, b)
                    for b in [lo] + sorted(e for e in edges if lo < e <= hi))
 
