@@ -300,14 +300,25 @@ def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypa
     made: list[Deployment] = []
     orig = strategies._deployment
 
-    def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS) -> Deployment:
-        made.append(orig(prof, seed, windows))
+    def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS,
+            stable_replicas: int | None = None) -> Deployment:
+        made.append(orig(prof, seed, windows, stable_replicas))
         return made[-1]
 
     monkeypatch.setattr(strategies, "_deployment", spy)
     for fn in (*strategies.BASELINES.values(), strategies.run_tuner):
         fn(profile(noise=0.1), 0, 60)
     assert [len(d.costs) for d in made] == [60] * 4
+    assert not any(d.split_traffic for d in made)
+    # --stable-replicas reaches every strategy's deployment: each is the same Service-split deployment.
+    made.clear()
+    hand = tmp_path / "hand.json"
+    hand.write_text(json.dumps({"profiles": [HAND]}))
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "tuner", "--profiles", str(hand), "--seeds", "1", "--stable-replicas", "2"])
+    assert args.func(args) == 0
+    assert len(made) == 4 and all(d.split_traffic and d.stable_pods == 2 for d in made)
     profiles = tmp_path / "profiles.json"
     profiles.write_text(json.dumps({"profiles": [HAND]}))
     parser = argparse.ArgumentParser()

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specpilot.tuning.observations import has_traffic, record
 from specpilot_harness.bench import cli
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 from specpilot_harness.bench.simulate import Deployment
@@ -84,6 +85,40 @@ def test_canary_serves_nothing_while_it_restarts() -> None:
     first = dep.window().canary
     assert first is not None and first.ready_pods == 0 and first.delta.generation_tokens == 0
     assert dep.exploration_cost() > 0
+
+
+def _loads(dep: Deployment, windows: int) -> list[tuple[float, float | None]]:
+    """Per window, the stable's and the canary's sequences per pod (Little's law, as the tuner reads them)."""
+    out = []
+    for _ in range(windows):
+        obs = dep.window()
+        per_pod = [record(0, "stable", w, obs.window_s).load if has_traffic(w) else None
+                   for w in (obs.stable, obs.canary)]
+        out.append((per_pod[0] or 0.0, per_pod[1]))
+    return out
+
+
+def test_with_one_stable_replica_a_canary_halves_every_pods_load() -> None:
+    # A Service spreads the same requests over one more pod: what the canary is measured at is not the load
+    # a promoted N will serve alone.
+    (p,) = parse(noise=0.0, concurrency={"64": 1.0})
+    dep = Deployment(p, np.random.default_rng(0), stable_n=3, stable_pods=1, split_traffic=True, restart_s=0.0)
+    ((alone, none),) = _loads(dep, 1)
+    assert alone == pytest.approx(64, rel=0.02) and none is None
+    dep.start_canary(1)
+    for stable, canary in _loads(dep, 3):
+        assert stable == pytest.approx(32, rel=0.02) and canary == pytest.approx(32, rel=0.02)
+    # The benchmark's usual model: the canary brings its own traffic, every pod stays at the drawn level.
+    usual = Deployment(p, np.random.default_rng(0), stable_n=3, stable_pods=1, restart_s=0.0)
+    usual.start_canary(1)
+    assert all(s == pytest.approx(64, rel=0.02) for s, _ in _loads(usual, 3))
+
+
+@pytest.mark.parametrize("replicas", ["0", "65", "-1"])
+def test_cli_refuses_stable_replicas_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  replicas: str) -> None:
+    rc, _ = run_cli(tmp_path, "--stable-replicas", replicas)
+    assert rc == 2 and "--stable-replicas must be a whole number from 1 to 64" in capsys.readouterr().err
 
 
 def run_cli(tmp_path: Path, *extra: str) -> tuple[int, Path]:

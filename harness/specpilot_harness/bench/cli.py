@@ -40,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("single", "schedule"), default="single",
                    help="the tuner's spec.tuning.mode (default single; schedule: it may canary and serve a "
                         "batch-size schedule, for mixed-load profiles)")
+    p.add_argument("--stable-replicas", type=int, metavar="R",
+                   help="R stable pods whose traffic a Service spreads over the canary's pod too, so a canary "
+                        "lowers every pod's load (R=1: to half). Default: the canary brings its own traffic, "
+                        "the model the documented tables use")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -104,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
     if args.windows < 8:
         err.print("[red]error:[/red] --windows must be at least 8")
         return 2
+    if args.stable_replicas is not None and not 1 <= args.stable_replicas <= 64:
+        err.print("[red]error:[/red] --stable-replicas must be a whole number from 1 to 64")
+        return 2
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
-                  args.mode)
+                  args.mode, args.stable_replicas)
     header, rows = table_rows(res)
     table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
                         f"{args.windows} windows")

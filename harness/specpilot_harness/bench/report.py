@@ -26,7 +26,7 @@ from specpilot_runtime.speculative import schedule_k
 from .simulate import served_goodput_at
 from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
 
-STRATEGIES: dict[str, Callable[[Profile, int, int], Run]] = {"tuner": run_tuner, **BASELINES}
+STRATEGIES: dict[str, Callable[..., Run]] = {"tuner": run_tuner, **BASELINES}
 
 # A profile counts as mixed-load (its runs get an oracle_gain_share) when serving the best K per load level
 # beats the best single N by at least this much; below it the share would divide noise by almost nothing.
@@ -157,16 +157,18 @@ class Results:
 
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
-            windows: int = MAX_WINDOWS, mode: TuningMode = "single") -> Results:
+            windows: int = MAX_WINDOWS, mode: TuningMode = "single", stable_replicas: int | None = None) -> Results:
     """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
-    schedule)."""
+    schedule). `stable_replicas`: traffic split by a Service over that many stable pods and the canary's
+    (`strategies._deployment`)."""
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     worst = {k: 0.0 for k in STRATEGIES}
     sched: list[dict[str, Any]] = []
     for i, p in enumerate(profiles, 1):
         for seed in range(seeds):
             for name, fn in STRATEGIES.items():
-                run = run_tuner(p, seed, windows, mode) if name == "tuner" else fn(p, seed, windows)
+                run = run_tuner(p, seed, windows, mode, stable_replicas) if name == "tuner" \
+                    else fn(p, seed, windows, stable_replicas)
                 rows[name].append(row(p, seed, run))
                 worst[name] = min(worst[name], round(100 * worst_promotion(p, run), 3))
                 if name == "tuner" and (s := schedule_row(p, seed, run)):

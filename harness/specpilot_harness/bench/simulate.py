@@ -1,8 +1,11 @@
 """A simulated deployment: per window, the counter deltas a scrape of the stable and canary tracks gives.
 
 Per window the load level B is drawn from the profile's concurrency weights (load moves slowly next to a
-window, so one window sits at one level); both tracks see it, since traffic splits by replica. Then, per
-track:
+window, so one window sits at one level): the sequences per pod the stable track serves alone. By default
+both tracks see it, as if a canary's pods brought their own traffic (the model every benchmark table was
+measured with). With `split_traffic` (`specpilot bench tuner --stable-replicas R`) traffic splits by ready
+pod, as a Service spreads it: while canary pods serve, every pod of both tracks runs B x stable pods / all
+pods (a surge canary adds pods, not traffic; with one stable replica, half). Then, per track:
 - the step time is the profile's t(N, B) with log-normal noise of sd `noise` per window; 80% of its
   variance is shared by both tracks (they serve the same traffic mix and context lengths in the same
   window), 20% is the track's own (its subset of requests, its GPUs);
@@ -77,6 +80,7 @@ class Deployment:
     stable_n: int
     stable_pods: int = 3
     canary_pods: int = 1
+    split_traffic: bool = False  # the canary's pods take their share of the stable's traffic (a Service)
     window_s: float = 300.0
     restart_s: float = 240.0
     horizon: int = 48  # windows a benchmark run lasts (strategies stop measuring there)
@@ -114,12 +118,12 @@ class Deployment:
         self.canary_n = None
         self.canary_schedule = None
 
-    def _track(self, p: Profile, n: int, load: int, serve_s: float, pods: int, jitter: float,
+    def _track(self, p: Profile, n: int, load: float, serve_s: float, pods: int, jitter: float,
                shared: float, schedule: Schedule | None = None) -> tuple[Snapshot, float, int]:
-        k = schedule_k(schedule, n, load) if schedule else n  # tokens drafted per sequence this window
+        k = schedule_k(schedule, n, round(load)) if schedule else n  # tokens drafted per sequence this window
         own = self.rng.standard_normal()
         eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
-        step_ms = p.step_time_ms[load][k] * math.exp(p.noise * eps)
+        step_ms = p.step_time(k, load) * math.exp(p.noise * eps)
         steps = serve_s * 1000.0 / step_ms
         seqs = int(round(steps * load * pods))
         accepted: list[float] = []
@@ -153,19 +157,25 @@ class Deployment:
         jitter = math.exp(ACCEPTANCE_JITTER * self.rng.standard_normal())
         shared = self.rng.standard_normal()
         self.now += self.window_s
-        snap, g_stable, k_stable = self._track(p, self.stable_n, load, self.window_s, self.stable_pods, jitter,
-                                               shared, self.stable_schedule)
+        serve = 0.0
+        if self.canary_n is not None:
+            serve = max(0.0, self.window_s - self.canary_ready_in)
+            self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
+        # Per-pod load while the canary serves, and the stable's mean over the window (it served alone
+        # while the canary started).
+        split = load * self.stable_pods / (self.stable_pods + self.canary_pods) if self.split_traffic else load
+        stable_load = load + (split - load) * serve / self.window_s
+        snap, g_stable, k_stable = self._track(p, self.stable_n, stable_load, self.window_s, self.stable_pods,
+                                               jitter, shared, self.stable_schedule)
         stable = TrackWindow(self.stable_n, snap, self.stable_pods, self.stable_pods,
                              method=_method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
         k_canary: int | None = None
         if self.canary_n is not None:
-            serve = max(0.0, self.window_s - self.canary_ready_in)
-            self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
             ready = self.canary_pods if self.canary_ready_in == 0 else 0
             cp = self.canary_profile or p
-            snap_c, g, k_canary = self._track(cp, self.canary_n, load, serve, self.canary_pods, jitter, shared,
+            snap_c, g, k_canary = self._track(cp, self.canary_n, split, serve, self.canary_pods, jitter, shared,
                                               self.canary_schedule)
             canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now), ready,
                                  self.canary_pods, method=_method(cp, self.canary_n))

@@ -58,14 +58,21 @@ def bench_tuning(profile: Profile, mode: TuningMode = "single") -> Tuning:
                   canary=Canary(analysis_window="5m"), mode=mode)
 
 
-def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Deployment:
-    return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows)
+def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
+                stable_replicas: int | None = None) -> Deployment:
+    """`stable_replicas`: None, the benchmark's usual model (3 stable pods, a canary brings its own
+    traffic); R, R stable pods whose traffic a Service spreads over the canary's pod too."""
+    if stable_replicas is None:
+        return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows)
+    return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows,
+                      stable_pods=stable_replicas, split_traffic=True)
 
 
-def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single") -> Run:
+def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single",
+              stable_replicas: int | None = None) -> Run:
     """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
     budget is 8 per 48 windows)."""
-    dep = _deployment(profile, seed, windows)
+    dep = _deployment(profile, seed, windows, stable_replicas)
     max_canaries = MAX_CANARIES * -(-windows // MAX_WINDOWS)
     tuning = bench_tuning(profile, mode)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
@@ -118,8 +125,9 @@ def measure_canary(dep: Deployment, n: int, windows: int, profile: Profile | Non
     return float(np.mean(ratios))
 
 
-def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
-    dep = _deployment(profile, seed, windows)
+def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
+                stable_replicas: int | None = None) -> Run:
+    dep = _deployment(profile, seed, windows, stable_replicas)
     for _ in range(windows):
         dep.window()
     return Run(profile.default_n, [], dep.exploration_cost())
@@ -130,9 +138,10 @@ def _finish(dep: Deployment) -> None:
         dep.window()
 
 
-def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
+def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
+              stable_replicas: int | None = None) -> Run:
     """Every candidate, in order; the sweep is the article's method, so it is not held to 8 canaries."""
-    dep = _deployment(profile, seed, windows)
+    dep = _deployment(profile, seed, windows, stable_replicas)
     best_n, best = profile.default_n, 1.0
     tried: list[int] = []
     for n in range(profile.max_n + 1):
@@ -150,8 +159,9 @@ def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
     return Run(best_n, tried, dep.exploration_cost(), promotions)
 
 
-def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS) -> Run:
-    dep = _deployment(profile, seed, windows)
+def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
+                   stable_replicas: int | None = None) -> Run:
+    dep = _deployment(profile, seed, windows, stable_replicas)
     n = profile.default_n
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []

@@ -143,7 +143,7 @@ class Profile(BaseModel):
         curve = self.survival_by_n.get(n, self.survival)
         return tuple(curve[:n])
 
-    def step_time(self, n: int, running: int) -> float:
+    def step_time(self, n: int, running: float) -> float:
         """Noise-free step time in ms at N = n with `running` sequences in the batch.
 
         Linear in concurrency between the profile's load levels; flat below the lowest level (decode is
