@@ -102,16 +102,16 @@ def test_with_one_stable_replica_a_canary_halves_every_pods_load() -> None:
     # A Service spreads the same requests over one more pod: what the canary is measured at is not the load
     # a promoted N will serve alone.
     (p,) = parse(noise=0.0, concurrency={"64": 1.0})
-    dep = Deployment(p, np.random.default_rng(0), stable_n=3, stable_pods=1, split_traffic=True, restart_s=0.0)
+    dep = Deployment(p, np.random.default_rng(0), stable_n=3, stable_pods=1, restart_s=0.0)
     ((alone, none),) = _loads(dep, 1)
     assert alone == pytest.approx(64, rel=0.02) and none is None
     dep.start_canary(1)
     for stable, canary in _loads(dep, 3):
         assert stable == pytest.approx(32, rel=0.02) and canary == pytest.approx(32, rel=0.02)
-    # The benchmark's usual model: the canary brings its own traffic, every pod stays at the drawn level.
-    usual = Deployment(p, np.random.default_rng(0), stable_n=3, stable_pods=1, restart_s=0.0)
-    usual.start_canary(1)
-    assert all(s == pytest.approx(64, rel=0.02) for s, _ in _loads(usual, 3))
+    # Three stable replicas: a quarter of the traffic goes to the canary.
+    three = Deployment(p, np.random.default_rng(0), stable_n=3, restart_s=0.0)
+    three.start_canary(1)
+    assert all(s == pytest.approx(48, rel=0.02) for s, _ in _loads(three, 3))
 
 
 @pytest.mark.parametrize("replicas", ["0", "65", "-1"])

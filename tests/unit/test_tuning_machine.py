@@ -56,15 +56,17 @@ class FakeDeployment:
     def observe(self) -> Observations:
         self.windows += 1
         wobble = 1.0 + 0.004 * (-1) ** self.windows
-        stable = track(self.stable_n, self.load, list(self.curve), 3, wobble)
         canary = None
+        load = self.load
         if self.canary_n is not None:
             self.canary_age += 1
             if self.canary_age <= self.start_windows or self.canary_never_ready:
                 canary = TrackWindow(self.canary_n, Snapshot(), 0, 1)
             else:
-                t = track(self.canary_n, self.load, list(self.curve), 1, wobble)
+                load = self.load * 3 / 4  # a Service spreads the same traffic over the canary's pod too
+                t = track(self.canary_n, load, list(self.curve), 1, wobble)
                 canary = TrackWindow(t.n, t.delta, 1, 1, errors=self.canary_errors)
+        stable = track(self.stable_n, load, list(self.curve), 3, wobble)
         return Observations(window_s=WINDOW_S, stable=stable, canary=canary)
 
     def apply(self, a: Action) -> None:
@@ -210,12 +212,12 @@ def test_a_canary_promising_less_than_the_floor_is_not_spent() -> None:
 
 
 def test_no_canary_starts_that_the_window_budget_would_stop_before_a_verdict() -> None:
-    # At load 16 this round tries several canaries in 48 windows; with a budget of 12 windows a canary
+    # At load 128 this round tries several canaries in 48 windows; with a budget of 12 windows a canary
     # planned with fewer than the judge's 4 paired windows left does not start: each gets its verdict.
-    _, actions = run(FakeDeployment(stable_n=3, load=256.0), TunerState.new("mtp", 3), until="converged")
+    _, actions = run(FakeDeployment(stable_n=3, load=128.0), TunerState.new("mtp", 3), until="converged")
     assert sum(a.kind == "start_canary" for a in actions) > 1
     tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
-    dep = FakeDeployment(stable_n=3, load=256.0)
+    dep = FakeDeployment(stable_n=3, load=128.0)
     state, actions = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
     ends = _verdicts_before_stop(actions)
     assert ends and all(e in ("promote", "rollback") for e in ends)

@@ -53,7 +53,7 @@ def test_a_retry_counts_its_predecessor_s_windows_in_the_estimate_not_in_its_win
     assert pooled.gain == as_one.gain and pooled.lower < as_one.lower
 
 
-def _drive(windows: int, split: str = "generated-dev", name: str = "gen-dense-dflash-10", seed: int = 3,
+def _drive(windows: int, split: str, name: str, seed: int,
            mode: str = "single") -> tuple[TunerState, list[tuple[str, int | None, str]], list[tuple[int, int]]]:
     """A replay of one benchmark run for `windows` windows; every window's state goes through its status
     JSON and back, as after an operator restart."""
@@ -79,33 +79,32 @@ def _drive(windows: int, split: str = "generated-dev", name: str = "gen-dense-df
 
 
 def test_an_unproven_better_n_is_canaried_again_in_the_next_round_and_promoted_on_the_pooled_windows() -> None:
-    # Block drafter, default N=7, best N=3 (9.2% better over the mix). The heavy load carrying half the
-    # goodput comes a quarter of the time: the first canary at 3 sees it in 4 of 18 windows, measures
-    # +8.6% and cannot prove it; the round's budget ends at 7. Without the retry the deployment stayed at 7
-    # for a whole simulated day (288 windows).
-    state, actions, promotions = _drive(100)
-    rollbacks = [reason for kind, n, reason in actions if kind == ActionKind.ROLLBACK and n == 3]
-    assert rollbacks and rollbacks[0].startswith("inconclusive after 18 windows (measured +8.6%")
+    # An MoE target with an EAGLE-3 head, loads 32 and 64, default N=3, best N=2 (1.9% better over the mix):
+    # the first canary at 2 measures +2.7% in its 18 windows and cannot prove it; the round converges at 3.
+    # After the cooldown the retry's windows pool with the first canary's and prove it.
+    state, actions, promotions = _drive(100, "generated-dev", "gen-moe-eagle3-21", 2)
+    rollbacks = [reason for kind, n, reason in actions if kind == ActionKind.ROLLBACK and n == 2]
+    assert rollbacks and rollbacks[0].startswith("inconclusive after 18 windows (measured +2.7%")
     waiting = [reason for kind, _, reason in actions if reason.startswith("converged (cooldown; then a retry")]
-    assert waiting and "N=3 measured +8.6% over N=7" in waiting[0]  # the status says what comes next
+    assert waiting and "N=2 measured +2.7% over N=3" in waiting[0]  # the status says what comes next
     retry = [reason for kind, n, reason in actions if kind == ActionKind.START_CANARY and reason.startswith("retry")]
-    assert retry == ["retry: N=3 measured +8.6% over N=7 in 18 windows, unproven; this canary's windows pool "
+    assert retry == ["retry: N=2 measured +2.7% over N=3 in 18 windows, unproven; this canary's windows pool "
                      "with those"]
-    assert promotions == [(7, 3)]
+    assert promotions == [(3, 2)]
     promoted = next(reason for kind, _, reason in actions if kind == ActionKind.PROMOTE)
     assert "with 18 carried windows" in promoted
-    assert state.carried == []  # measured against N=7: spent
-    new_rounds = [e["reason"] for e in state.history if e["reason"].startswith("retry: N=3")]
+    assert state.carried == []  # measured against N=3: spent
+    new_rounds = [e["reason"] for e in state.history if e["reason"].startswith("retry: N=2")]
     assert new_rounds and "unproven" in new_rounds[0]
 
 
 def test_an_unproven_schedule_is_canaried_again_with_its_schedule_and_served_once_proven() -> None:
-    # Schedule mode, a draft model on a GPU that saturates early, loads 1, 4 and 64 sequences per pod: after
-    # N=0 is promoted, the schedule 2 [1-2:2 3-16:1 17+:0] measures +7.4% in 18 windows, with the load
-    # carrying half the goodput seen too rarely to prove it. Its retry starts the same schedule again.
-    state, actions, promotions = _drive(80, "mixed-load", "mix-old-gpu-draft_model-2006", 0, "schedule")
+    # Schedule mode, a parallel drafter on a dense target, loads from 1 to 256 sequences per pod: after N=0
+    # is promoted, the schedule 4 [1-32:4 33-128:3 129+:0] measures +7.2% in 18 windows, unproven. Its retry
+    # starts the same schedule again, and the pooled windows prove it.
+    state, actions, promotions = _drive(80, "mixed-load", "mix-dense-dspark-2009", 2, "schedule")
     retry = [reason for kind, _, reason in actions if kind == ActionKind.START_CANARY and reason.startswith("retry")]
-    assert retry == ["retry: N=2 schedule 1-2:2 3-16:1 17+:0 measured +7.4% over N=0 in 18 windows, unproven; "
+    assert retry == ["retry: N=4 schedule 1-32:4 33-128:3 129+:0 measured +7.2% over N=0 in 18 windows, unproven; "
                      "this canary's windows pool with those"]
-    assert promotions == [(4, 0), (0, 2)]
-    assert state.stable_schedule == [[1, 2, 2], [3, 16, 1], [17, 4096, 0]] and state.carried == []
+    assert promotions == [(7, 0), (0, 4)]
+    assert state.stable_schedule == [[1, 32, 4], [33, 128, 3], [129, 4096, 0]] and state.carried == []

@@ -53,11 +53,12 @@ def test_the_scheduled_flag_survives_the_status_and_old_statuses_read_it_from_th
 
 
 def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled() -> None:
-    # MoE target, EAGLE-3, default N=3; N=7 wins at light loads and loses at 256. Its canary is rolled back,
-    # and the schedule 7 [1-64:7 65+:3] then starts with N=7's windows at the light loads. Every window's
-    # state goes through its status JSON, as after an operator restart.
-    profile = load_profiles((PROFILES / "mixed-load.json").read_text())["mix-moe-eagle3-2002"]
-    dep = strategies._deployment(profile, 4, 48)
+    # A tensor-parallel node, MTP, default N=3, loads from 1 to 256 sequences per pod; N=7 wins at light
+    # loads and loses at 256. Its canary is rolled back, and the schedule 7 [1-32:7 33-128:5 129+:3] then
+    # starts with N=7's windows at the light loads. Every window's state goes through its status JSON, as
+    # after an operator restart.
+    profile = load_profiles((PROFILES / "mixed-load.json").read_text())["mix-tp-mtp-2004"]
+    dep = strategies._deployment(profile, 1, 48)
     tuning = strategies.bench_tuning(profile, "schedule")
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     promoted = []
@@ -74,5 +75,5 @@ def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled(
             dep.remove_canary()
     assert len(promoted) == 1
     n, schedule, reason = promoted[0]
-    assert (n, schedule) == (7, [[1, 64, 7], [65, 4096, 3]]) and "carried windows" in reason
+    assert (n, schedule) == (7, [[1, 32, 7], [33, 128, 5], [129, 4096, 3]]) and "with 10 carried windows" in reason
     assert state.stable_schedule == schedule

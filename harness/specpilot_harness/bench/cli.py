@@ -21,7 +21,7 @@ from specpilot.api.models import Canary, Tuning
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
 from . import judge_bench, operator_bench, tournament, tuned_bench
-from .strategies import MAX_WINDOWS
+from .strategies import MAX_WINDOWS, STABLE_REPLICAS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
 T = TypeVar("T")
@@ -40,10 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("single", "schedule"), default="single",
                    help="the tuner's spec.tuning.mode (default single; schedule: it may canary and serve a "
                         "batch-size schedule, for mixed-load profiles)")
-    p.add_argument("--stable-replicas", type=int, metavar="R",
-                   help="R stable pods whose traffic a Service spreads over the canary's pod too, so a canary "
-                        "lowers every pod's load (R=1: to half). Default: the canary brings its own traffic, "
-                        "the model the documented tables use")
+    p.add_argument("--stable-replicas", type=int, metavar="R", default=STABLE_REPLICAS,
+                   help="stable pods of the simulated deployment (default %(default)s): a Service spreads their "
+                        "traffic over the canary's pod too, so a canary lowers every pod's load (R=1: to half)")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.windows < 8:
         err.print("[red]error:[/red] --windows must be at least 8")
         return 2
-    if args.stable_replicas is not None and not 1 <= args.stable_replicas <= 64:
+    if not 1 <= args.stable_replicas <= 64:
         err.print("[red]error:[/red] --stable-replicas must be a whole number from 1 to 64")
         return 2
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,

@@ -24,7 +24,7 @@ from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
 from .simulate import served_goodput_at
-from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
+from .strategies import BASELINES, MAX_WINDOWS, STABLE_REPLICAS, Run, run_tuner
 
 STRATEGIES: dict[str, Callable[..., Run]] = {"tuner": run_tuner, **BASELINES}
 
@@ -157,10 +157,10 @@ class Results:
 
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
-            windows: int = MAX_WINDOWS, mode: TuningMode = "single", stable_replicas: int | None = None) -> Results:
+            windows: int = MAX_WINDOWS, mode: TuningMode = "single",
+            stable_replicas: int = STABLE_REPLICAS) -> Results:
     """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
-    schedule). `stable_replicas`: traffic split by a Service over that many stable pods and the canary's
-    (`strategies._deployment`)."""
+    schedule), on deployments of `stable_replicas` stable pods."""
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     worst = {k: 0.0 for k in STRATEGIES}
     sched: list[dict[str, Any]] = []

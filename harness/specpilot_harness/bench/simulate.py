@@ -1,11 +1,10 @@
 """A simulated deployment: per window, the counter deltas a scrape of the stable and canary tracks gives.
 
 Per window the load level B is drawn from the profile's concurrency weights (load moves slowly next to a
-window, so one window sits at one level): the sequences per pod the stable track serves alone. By default
-both tracks see it, as if a canary's pods brought their own traffic (the model every benchmark table was
-measured with). With `split_traffic` (`specpilot bench tuner --stable-replicas R`) traffic splits by ready
-pod, as a Service spreads it: while canary pods serve, every pod of both tracks runs B x stable pods / all
-pods (a surge canary adds pods, not traffic; with one stable replica, half). Then, per track:
+window, so one window sits at one level): the sequences per pod the stable track serves alone. Traffic
+splits by ready pod, as a Service spreads it: while canary pods serve, every pod of both tracks runs
+B x stable pods / all pods (a surge canary adds pods, not traffic; with one stable replica, half; `specpilot
+bench tuner --stable-replicas R`). Then, per track:
 - the step time is the profile's t(N, B) with log-normal noise of sd `noise` per window; 80% of its
   variance is shared by both tracks (they serve the same traffic mix and context lengths in the same
   window), 20% is the track's own (its subset of requests, its GPUs);
@@ -80,7 +79,6 @@ class Deployment:
     stable_n: int
     stable_pods: int = 3
     canary_pods: int = 1
-    split_traffic: bool = False  # the canary's pods take their share of the stable's traffic (a Service)
     window_s: float = 300.0
     restart_s: float = 240.0
     horizon: int = 48  # windows a benchmark run lasts (strategies stop measuring there)
@@ -163,7 +161,7 @@ class Deployment:
             self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
         # Per-pod load while the canary serves, and the stable's mean over the window (it served alone
         # while the canary started).
-        split = load * self.stable_pods / (self.stable_pods + self.canary_pods) if self.split_traffic else load
+        split = load * self.stable_pods / (self.stable_pods + self.canary_pods)
         stable_load = load + (split - load) * serve / self.window_s
         snap, g_stable, k_stable = self._track(p, self.stable_n, stable_load, self.window_s, self.stable_pods,
                                                jitter, shared, self.stable_schedule)

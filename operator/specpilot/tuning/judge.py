@@ -80,6 +80,12 @@ NOISE_PRIOR_DOF = 4.0
 # this much (root-mean-square of log load around each N's mean: 0.1 is about 10%).
 SLOPE_WINDOWS = 4
 SLOPE_MIN_SPREAD = 0.1
+# Highest load slope the projection of a pair to the stable's alone load trusts (1 would be a step time
+# proportional to the batch, where the linear cost model has no fixed part left).
+PROJECTION_MAX_SLOPE = 0.95
+# Standard errors of the stable's load slope below its estimate that the projection uses (the judge looks
+# after every window: at 2, a flat step time read as a slope of 0.2-0.4 in a few runs).
+PROJECTION_SLOPE_Z = 3.0
 # Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
 # is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
 ERROR_SLACK = 1.0
@@ -221,6 +227,11 @@ def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
 def load_slope(stable: Sequence[WindowRecord]) -> float:
     """d log TPOT / d log load of the stable track over its windows (per N, as a fixed effect), between 0
     (time per token independent of load) and 1 (proportional to it); 0 when the loads hardly vary."""
+    return load_slope_fit(stable)[0]
+
+
+def load_slope_fit(stable: Sequence[WindowRecord]) -> tuple[float, float]:
+    """`load_slope` and its standard error (infinite when the loads hardly vary)."""
     xs: list[float] = []
     ys: list[float] = []
     for n in {r.n for r in stable}:
@@ -233,8 +244,30 @@ def load_slope(stable: Sequence[WindowRecord]) -> float:
         ys.extend(y - y.mean())
     x_a, y_a = np.array(xs), np.array(ys)
     if len(x_a) < SLOPE_WINDOWS or float(np.sqrt((x_a ** 2).mean())) < SLOPE_MIN_SPREAD:
+        return 0.0, math.inf
+    sxx = float((x_a ** 2).sum())
+    b = float((x_a * y_a).sum()) / sxx
+    resid = float(((y_a - b * x_a) ** 2).sum()) / max(len(x_a) - 2, 1)
+    return float(np.clip(b, 0.0, 1.0)), math.sqrt(resid / sxx)
+
+
+def projection(s: WindowRecord, c: WindowRecord, slope: float) -> float:
+    """How the pair's log goodput ratio (canary over stable) moves from the load the pair ran at to the one
+    the stable serves alone (`WindowRecord.mix_load`): a Service spreads requests over the canary's pods
+    too, so every pod ran lighter (with one stable replica, at half), and a longer N gains more at a lighter
+    load on an engine whose step cost grows with the tokens it verifies.
+
+    Linear step cost in the tokens a step verifies, t = a + b x B(1 + K): its elasticity in the load B is
+    e = q / (1 + q) with q = b B (1 + K) / a. The stable's measured `load_slope` is its own e; the canary
+    verifying k = (1 + K_c) / (1 + K_s) times the tokens has q k in place of q. Over the log load gap x the
+    ratio moves by -(e_canary - e_stable) x. A real vLLM on CPU: the stable N=3's slope 0.44 puts N=5's
+    at 0.54; its own 8 windows measured 0.56."""
+    x = math.log(s.mix_load / s.load)
+    if x <= 0 or slope <= 0:
         return 0.0
-    return float(np.clip((x_a * y_a).sum() / (x_a ** 2).sum(), 0.0, 1.0))
+    e = min(slope, PROJECTION_MAX_SLOPE)
+    q = e / (1.0 - e) * (1.0 + c.draft_length) / (1.0 + s.draft_length)
+    return -(q / (1.0 + q) - e) * x
 
 
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
@@ -247,6 +280,9 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     Each level has its own spread (shrunk towards the pooled one by LEVEL_PRIOR_DOF windows' worth), and the
     degrees of freedom of the weighted mean are Welch-Satterthwaite's: a heavy level seen in two windows
     counts with the doubt of two windows, not with that of every window of the canary.
+
+    A canary's pods take their share of the traffic, so each pair ran lighter than the load the stable serves
+    alone: it counts at that load's level, carried there by `projection`.
 
     `drafting`: where a batch-size schedule drafts as the other track does (`Drafting.identical`), the ratio
     is exactly 1 and the level counts as seen; its pairs measure only the noise (around a known mean of 0),
@@ -268,21 +304,26 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         level_g = level_g * levels
     ys: dict[int, list[float]] = {}
     noise: list[float] = []  # pairs at identical levels: their true log ratio is 0
-    slope = load_slope(stable)
+    slope, slope_se = load_slope_fit(stable)
+    # The projection trusts only the slope the stable's windows prove: per-window step-time noise over a
+    # split of a quarter makes a flat step time read as a slope of 0.1 either way, and every N longer than
+    # the stable's would pay for it.
+    proven = max(0.0, slope - PROJECTION_SLOPE_Z * slope_se)
     for s, c in pairs:
-        i = key(s.load)
-        (noise if same[i] else ys.setdefault(i, [])).append(
-            math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s)
-            + slope * math.log(c.load / s.load))
+        i = key(s.mix_load)
+        y = math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s) \
+            + slope * math.log(c.load / s.load)
+        if same[i]:
+            noise.append(y)
+            continue
+        ys.setdefault(i, []).append(y + projection(s, c, proven))
     seen = sorted(ys)
     known = float(level_g[same].sum() / level_g.sum()) if level_g.sum() > 0 else 0.0
     if not seen:
         # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
         unseen = 1.0 - known if same.any() else 1.0
         return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, 1e-9), LEVEL_PRIOR_DOF, known, unseen)
-    # A canary splits the load, so a level the stable served alone is seen during the analysis one octave
-    # lower (half the sequences per pod): each level of the mix counts at the nearest level the pairs saw,
-    # if that is within an octave.
+    # Each level of the mix counts at the nearest level the pairs saw, if that is within an octave.
     octave = np.log2(levels)
     # A level no pair saw borrows the nearest level's pairs, when one is in reach. A level with pairs of its
     # own is estimated from them, however few (its spread then carries the doubt): a neighbour's pairs would

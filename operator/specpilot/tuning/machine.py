@@ -25,7 +25,7 @@ from specpilot_runtime.speculative import METHODS, Family, max_n
 from . import drift, evidence
 from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, paired, promotion_power
 from .kinds import ActionKind, Phase, Ruling
-from .observations import Observations, WindowRecord, has_traffic, record
+from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import TrackDrafting, propose, schedule_text
 from .state import TunerState
@@ -92,7 +92,7 @@ def fitted_model(state: TunerState) -> StepModel:
 
 
 def load_mix(state: TunerState) -> list[float]:
-    return [r.load for r in state.records if r.track == "stable"][-LOADS_KEPT:]
+    return [r.mix_load for r in state.records if r.track == "stable"][-LOADS_KEPT:]
 
 
 def _share(tuning: Tuning, obs: Observations) -> float:
@@ -398,6 +398,10 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
+        if has_traffic(obs.canary):
+            assert obs.canary is not None
+            split = record(state.seq, "canary", obs.canary, obs.window_s)
+            recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, split, obs.canary.ready_pods)
     analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
     if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:

@@ -14,6 +14,7 @@ detecting counter resets). From one track's deltas the tuner derives:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,21 @@ class WindowRecord:
     # The track served a batch-size schedule under N. Statuses written before this field was kept say so only
     # through "dr", which `record` keeps for scheduled tracks alone.
     scheduled: bool = False
+    # The stable's sequences per pod had the canary's pods not taken their share of the traffic (`alone`);
+    # None when no canary served in the window.
+    alone_load: float | None = None
+
+    @property
+    def mix_load(self) -> float:
+        """The load this window adds to the deployment's load mix: what the stable serves without a canary."""
+        return self.load if self.alone_load is None else self.alone_load
+
+    @property
+    def draft_length(self) -> float:
+        """Tokens drafted per sequence and step: N, or under a batch-size schedule the mean K its steps drafted."""
+        if self.drafted_per_pos is None or self.drafts <= 0:
+            return float(self.n)
+        return sum(self.drafted_per_pos) / self.drafts
 
     def drafted_at(self, pos: int) -> float:
         """The denominator of acceptance at position `pos` (0-based): drafts that reached it, or every
@@ -98,6 +114,8 @@ class WindowRecord:
             out["dr"] = list(self.drafted_per_pos)
         if self.scheduled or self.drafted_per_pos is not None:
             out["s"] = self.scheduled
+        if self.alone_load is not None:
+            out["a"] = self.alone_load
         return out
 
     @classmethod
@@ -119,7 +137,8 @@ class WindowRecord:
                    step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
                    load=finite(d["b"], "record b", 1.0),
                    drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr),
-                   scheduled=d["s"] is True if "s" in d else dr is not None)
+                   scheduled=d["s"] is True if "s" in d else dr is not None,
+                   alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0))
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
@@ -147,6 +166,17 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     return WindowRecord(seq=seq, track=track, n=w.n, drafts=d.drafts if w.n > 0 else 0.0,
                         accepted_per_pos=acc, tokens_per_step=tokens, step_s=step, load=max(load, 1.0),
                         drafted_per_pos=drafted, scheduled=scheduled)
+
+
+def alone(stable: WindowRecord, stable_pods: int, canary: WindowRecord, canary_pods: int) -> WindowRecord:
+    """`stable` with the load it would have carried alone. A Service spreads requests over the ready pods of
+    both tracks, so a surge canary lowers every pod's load (with one stable replica, to half). The load mix
+    the tuner weighs is the deployment's without a canary, the one a promoted N will serve; the judge
+    carries each pair from the load it saw to that one. The sequences both tracks ran (Little's law, per
+    track) are the ones the stable's pods would run alone."""
+    pods = max(stable_pods, 1)
+    total = stable.load * pods + canary.load * max(canary_pods, 0)
+    return dataclasses.replace(stable, alone_load=round(max(total / pods, stable.load), 4))
 
 
 def acceptance_note(records: Sequence[WindowRecord], scheduled: Collection[str]) -> str | None:
