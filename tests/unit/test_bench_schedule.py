@@ -312,18 +312,17 @@ def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypa
         fn(profile(noise=0.1), 0, 60)
     assert [len(d.costs) for d in made] == [60] * 4
     assert all(d.stable_pods == strategies.STABLE_REPLICAS for d in made)
-    # --stable-replicas reaches every strategy's deployment.
-    made.clear()
-    hand = tmp_path / "hand.json"
-    hand.write_text(json.dumps({"profiles": [HAND]}))
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["bench", "tuner", "--profiles", str(hand), "--seeds", "1", "--stable-replicas", "2"])
-    assert args.func(args) == 0
-    assert len(made) == 4 and all(d.stable_pods == 2 for d in made)
     profiles = tmp_path / "profiles.json"
     profiles.write_text(json.dumps({"profiles": [HAND]}))
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["bench", "tuner", "--profiles", str(profiles), "--seeds", "1", "--windows", "4"])
-    assert args.func(args) == 2
+
+    def bench(*extra: str) -> int:
+        args = parser.parse_args(["bench", "tuner", "--profiles", str(profiles), "--seeds", "1", *extra])
+        return args.func(args)
+
+    # --stable-replicas reaches every strategy's deployment.
+    made.clear()
+    assert bench("--stable-replicas", "2") == 0
+    assert len(made) == 4 and all(d.stable_pods == 2 for d in made)
+    assert bench("--windows", "4") == 2
