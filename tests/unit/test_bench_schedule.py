@@ -303,7 +303,7 @@ def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypa
     orig = strategies._deployment
 
     def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS,
-            stable_replicas: int = strategies.STABLE_REPLICAS) -> Deployment:
+            stable_replicas: int = strategies.STABLE_PODS) -> Deployment:
         made.append(orig(prof, seed, windows, stable_replicas))
         return made[-1]
 
@@ -311,7 +311,7 @@ def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypa
     for fn in (*strategies.BASELINES.values(), strategies.run_tuner):
         fn(profile(noise=0.1), 0, 60)
     assert [len(d.costs) for d in made] == [60] * 4
-    assert all(d.stable_pods == strategies.STABLE_REPLICAS for d in made)
+    assert all(d.stable_pods == strategies.STABLE_PODS for d in made)
     profiles = tmp_path / "profiles.json"
     profiles.write_text(json.dumps({"profiles": [HAND]}))
     parser = argparse.ArgumentParser()

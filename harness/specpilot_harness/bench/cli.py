@@ -21,7 +21,8 @@ from specpilot.api.models import Canary, Tuning
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
 from . import judge_bench, operator_bench, tournament, tuned_bench
-from .strategies import MAX_WINDOWS, STABLE_REPLICAS
+from .simulate import STABLE_PODS
+from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
 T = TypeVar("T")
@@ -40,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("single", "schedule"), default="single",
                    help="the tuner's spec.tuning.mode (default single; schedule: it may canary and serve a "
                         "batch-size schedule, for mixed-load profiles)")
-    p.add_argument("--stable-replicas", type=int, metavar="R", default=STABLE_REPLICAS,
+    p.add_argument("--stable-replicas", type=int, metavar="R", default=STABLE_PODS,
                    help="stable pods of the simulated deployment (default %(default)s): a Service spreads their "
                         "traffic over the canary's pod too, so a canary lowers every pod's load (R=1: to half)")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")

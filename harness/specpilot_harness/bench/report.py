@@ -23,8 +23,8 @@ from specpilot.api.models import TuningMode
 from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
-from .simulate import served_goodput_at
-from .strategies import BASELINES, MAX_WINDOWS, STABLE_REPLICAS, Run, run_tuner
+from .simulate import STABLE_PODS, served_goodput_at
+from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
 
 STRATEGIES: dict[str, Callable[..., Run]] = {"tuner": run_tuner, **BASELINES}
 
@@ -158,7 +158,7 @@ class Results:
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
             windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-            stable_replicas: int = STABLE_REPLICAS) -> Results:
+            stable_replicas: int = STABLE_PODS) -> Results:
     """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
     schedule), on deployments of `stable_replicas` stable pods."""
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}

@@ -44,6 +44,7 @@ from specpilot_harness.sim.profile import Profile
 OUTPUT_TOKENS = 256
 ACCEPTANCE_JITTER = 0.02
 SHARED_NOISE_FRACTION = 0.8
+STABLE_PODS = 3  # stable replicas of a simulated deployment; a canary is one more pod
 
 Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
 
@@ -77,7 +78,7 @@ class Deployment:
     profile: Profile
     rng: np.random.Generator
     stable_n: int
-    stable_pods: int = 3
+    stable_pods: int = STABLE_PODS
     canary_pods: int = 1
     window_s: float = 300.0
     restart_s: float = 240.0

@@ -20,13 +20,12 @@ from specpilot.tuning import ActionKind, TunerState, step
 
 from specpilot_harness.sim.profile import Profile
 
-from .simulate import Deployment, Schedule
+from .simulate import STABLE_PODS, Deployment, Schedule
 
 # Every strategy gets the tuner's default round budget (spec.tuning.maxCanariesPerRound, maxWindowsPerRound).
 MAX_CANARIES = Tuning().max_canaries_per_round
 MAX_WINDOWS = Tuning().max_windows_per_round
 BASELINE_WINDOWS = 2  # measured windows per candidate for sweep and hill-climb
-STABLE_REPLICAS = 3  # stable pods of the simulated deployment; a canary is one more
 
 
 @dataclass
@@ -60,13 +59,13 @@ def bench_tuning(profile: Profile, mode: TuningMode = "single") -> Tuning:
 
 
 def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                stable_replicas: int = STABLE_REPLICAS) -> Deployment:
+                stable_replicas: int = STABLE_PODS) -> Deployment:
     return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows,
                       stable_pods=stable_replicas)
 
 
 def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-              stable_replicas: int = STABLE_REPLICAS) -> Run:
+              stable_replicas: int = STABLE_PODS) -> Run:
     """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
     budget is 8 per 48 windows)."""
     dep = _deployment(profile, seed, windows, stable_replicas)
@@ -123,7 +122,7 @@ def measure_canary(dep: Deployment, n: int, windows: int, profile: Profile | Non
 
 
 def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                stable_replicas: int = STABLE_REPLICAS) -> Run:
+                stable_replicas: int = STABLE_PODS) -> Run:
     dep = _deployment(profile, seed, windows, stable_replicas)
     for _ in range(windows):
         dep.window()
@@ -136,7 +135,7 @@ def _finish(dep: Deployment) -> None:
 
 
 def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-              stable_replicas: int = STABLE_REPLICAS) -> Run:
+              stable_replicas: int = STABLE_PODS) -> Run:
     """Every candidate, in order; the sweep is the article's method, so it is not held to 8 canaries."""
     dep = _deployment(profile, seed, windows, stable_replicas)
     best_n, best = profile.default_n, 1.0
@@ -157,7 +156,7 @@ def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
 
 
 def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                   stable_replicas: int = STABLE_REPLICAS) -> Run:
+                   stable_replicas: int = STABLE_PODS) -> Run:
     dep = _deployment(profile, seed, windows, stable_replicas)
     n = profile.default_n
     tried: list[int] = []
