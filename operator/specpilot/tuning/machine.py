@@ -315,7 +315,13 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     p = _plan(state, tuning, obs, model, loads)
     numbers["plan"] = p.to_json()
     measured = known(state.method, state.records)
-    rivals = [n for n in p.gain if n in measured and n not in state.tried and n != state.stable_n]
+    # An N canaried against this stable N before (an earlier round's too) and not proven better was judged
+    # on its own windows: the model's expectation does not overturn that verdict at the price of a proven
+    # canary (an n-gram N=2, proven, was rolled back to probe N=1, expected +15% by the shapes at the alone
+    # load where its own canary had measured -5%; N=1 then measured -0.9%). A probed N was proven better.
+    judged = {q.n_canary for q in state.pairs if q.n_stable == state.stable_n} - set(state.probed)
+    rivals = [n for n in p.gain
+              if n in measured and n not in state.tried and n not in judged and n != state.stable_n]
     alt = max(rivals, key=p.gain.__getitem__, default=None)
     # A canary is a probe once per stable N: two canaries each proven better than the stable, each expected
     # to trail the other, would otherwise probe each other until the round's budget ran out.
