@@ -115,6 +115,12 @@ async def run_operator(opts: OperatorOptions) -> int:
                                opts.lease_duration_s, max(0.5, opts.lease_duration_s / 5))
         health.set_role(STANDBY)
         await elector.acquire()
+    # Renewing starts the moment the Lease is won: the fence stays open only a renewal deadline after the
+    # last renewal sent, and the CEL rules still compiling (seconds on a busy machine) must not use it up
+    # (a CI run on two loaded cores lost a 4-second Lease so, 3.5 seconds after winning it). Created before
+    # Kopf starts: Kopf treats every task born after its start as its own and waits for them at shutdown,
+    # which would hold the exit for its 5-second grace period.
+    holder = asyncio.create_task(elector.hold()) if elector else None
     log.info("compiled the CRD's %d CEL rules", await compiled)
     writer = kube.fenced(elector) if elector else kube
     metrics.leader.set(1)
@@ -129,9 +135,6 @@ async def run_operator(opts: OperatorOptions) -> int:
     async def _login(**_: object) -> kopf.AiohttpSession:  # async: the session belongs to the loop
         return kopf_session.session(kube, elector)
 
-    # Created before Kopf starts: Kopf treats every task born after its start as its own and waits for
-    # them at shutdown, which would hold the exit for its 5-second grace period.
-    holder = asyncio.create_task(elector.hold()) if elector else None
     operator = asyncio.create_task(kopf.operator(
         registry=registry, standalone=True, clusterwide=not opts.namespaces, namespaces=opts.namespaces,
         ready_flag=health.kopf_ready))
