@@ -14,7 +14,7 @@ import pytest
 from specpilot.tuning import Action, ActionKind
 from specpilot_harness.bench import cli, strategies
 from specpilot_harness.bench.report import per_load_oracle, row, served_goodput
-from specpilot_harness.bench.simulate import Deployment
+from specpilot_harness.bench.simulate import STABLE_PODS, Deployment, Fleet
 from specpilot_harness.bench.strategies import Run
 from specpilot_harness.sim.profile import Profile, load_profiles
 
@@ -302,16 +302,15 @@ def test_windows_sets_the_run_length_for_every_strategy(tmp_path: Path, monkeypa
     made: list[Deployment] = []
     orig = strategies._deployment
 
-    def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS,
-            stable_replicas: int = strategies.STABLE_PODS) -> Deployment:
-        made.append(orig(prof, seed, windows, stable_replicas))
+    def spy(prof: Profile, seed: int, windows: int = strategies.MAX_WINDOWS, fleet: Fleet = Fleet()) -> Deployment:
+        made.append(orig(prof, seed, windows, fleet))
         return made[-1]
 
     monkeypatch.setattr(strategies, "_deployment", spy)
     for fn in (*strategies.BASELINES.values(), strategies.run_tuner):
         fn(profile(noise=0.1), 0, 60)
     assert [len(d.costs) for d in made] == [60] * 4
-    assert all(d.stable_pods == strategies.STABLE_PODS for d in made)
+    assert all(d.stable_pods == STABLE_PODS for d in made)
     profiles = tmp_path / "profiles.json"
     profiles.write_text(json.dumps({"profiles": [HAND]}))
     parser = argparse.ArgumentParser()

@@ -114,6 +114,30 @@ def test_with_one_stable_replica_a_canary_halves_every_pods_load() -> None:
     assert all(s == pytest.approx(48, rel=0.02) for s, _ in _loads(three, 3))
 
 
+def test_a_replace_canary_keeps_every_pods_load_and_starts_on_the_stables_pods() -> None:
+    # tuning.canary.mode replace: the stable gives a pod up while the canary runs, so the canary is measured
+    # at the load a promotion will serve; while it starts the stable's two pods carry the three pods' load.
+    (p,) = parse(noise=0.0, concurrency={"64": 1.0})
+    dep = Deployment(p, np.random.default_rng(0), stable_n=3, canary_mode="replace", restart_s=300.0)
+    dep.start_canary(1)
+    starting = dep.window()
+    assert starting.stable is not None and starting.stable.desired_pods == 2 and starting.stable_replicas == 3
+    assert record(0, "stable", starting.stable, starting.window_s).load == pytest.approx(96, rel=0.02)
+    for stable, canary in _loads(dep, 3):
+        assert stable == pytest.approx(64, rel=0.02) and canary == pytest.approx(64, rel=0.02)
+    assert dep.canary_share == pytest.approx(1 / 3)
+    dep.remove_canary()
+    ((alone, none),) = _loads(dep, 1)
+    assert alone == pytest.approx(64, rel=0.02) and none is None
+
+
+def test_cli_refuses_a_replace_canary_with_one_stable_replica(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, _ = run_cli(tmp_path, "--canary-mode", "replace", "--stable-replicas", "1")
+    assert rc == 2 and "--canary-mode replace needs --stable-replicas of at least 2" in capsys.readouterr().err
+    rc, out = run_cli(tmp_path, "--canary-mode", "replace")
+    assert rc == 0 and json.loads(out.read_text())["results"]
+
+
 @pytest.mark.parametrize("replicas", ["0", "65", "-1"])
 def test_cli_refuses_stable_replicas_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                   replicas: str) -> None:
@@ -193,3 +217,22 @@ def test_generated_profiles_are_what_the_generator_builds_and_cover_every_family
         assert len(profiles) >= 50 and {p.family for p in profiles} == set(FAMILIES)
         assert len({p.oracle_n() for p in profiles}) >= 5  # the best N varies widely
     assert not set(SPLITS["dev"]) & set(SPLITS["holdout"])
+
+
+def test_a_generated_machine_steps_cheaper_at_a_canarys_split_load() -> None:
+    # One canary pod beside three stable ones at a level of 32 serves 24 sequences per pod: a generated
+    # profile must step there as its machine does (the measured table between 16 and 32), not at the step
+    # time of 32, or every split-load canary measures a cost ratio no real engine shows.
+    from specpilot_harness.bench.generate import shape_step_times, step_loads
+
+    shape = {"family": "moe", "shapes": ["h200-moe512"], "load_stretch": 1.0, "fixed": 0.0, "blend": 1.0}
+    doc = {"name": "moe-24", "method": "dflash", "max_n": 7, "survival": [0.8] * 7, "noise": 0.0,
+           "concurrency": {"32": 1.0}, "step_time_ms": shape_step_times(shape, "dflash", 1.0, 7, step_loads([32]))}
+    (p,) = parse_profiles({"profiles": [doc]})
+    assert step_loads([32]) == [1, 2, 4, 8, 16, 32] and step_loads([4, 64]) == [1, 2, 4, 8, 16, 32, 64]
+    for n in (0, 3, 7):
+        assert p.step_time(n, 16) < p.step_time(n, 24) < p.step_time(n, 32)
+    # The relative cost of speculating moves with the load too (an MoE reads more experts per token when
+    # lightly loaded), which a level's flat step time would hide.
+    ratio = {b: p.step_time(7, b) / p.step_time(0, b) for b in (16, 32)}
+    assert ratio[16] > ratio[32] * 1.2

@@ -34,22 +34,23 @@ def test_observations_take_each_track_at_its_deployments_n() -> None:
                _target("c1", "canary", 7)]
     deltas = {("stable", 3): TrackDelta(3, DELTA, 2, 0), ("stable", 5): TrackDelta(5, DELTA, 1, 0),
               ("canary", 7): TrackDelta(7, DELTA, 1, 1)}
-    obs = ts.observations(deps, targets, deltas, window_s=6.0)
+    obs = ts.observations(deps, targets, deltas, window_s=6.0, replicas=2)
     assert obs.window_s == 6.0
     assert obs.stable is not None and (obs.stable.n, obs.stable.ready_pods, obs.stable.desired_pods) == (3, 2, 2)
+    assert obs.stable_replicas == 2
     assert obs.canary is not None and (obs.canary.n, obs.canary.errors) == (7, 1.0)
 
 
 def test_a_starting_canary_is_reported_with_no_ready_pods_and_no_counts() -> None:
     obs = ts.observations([_deployment("stable", 3), _deployment("canary", 7)],
                           [_target("s1", "stable", 3), _target("c1", "canary", 7, ready=False)],
-                          {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0)
+                          {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0, 1)
     assert obs.canary is not None and obs.canary.ready_pods == 0 and obs.canary.delta == Snapshot()
 
 
 def test_no_canary_deployment_means_no_canary_track() -> None:
     obs = ts.observations([_deployment("stable", 3)], [_target("s1", "stable", 3)],
-                          {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0)
+                          {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0, 1)
     assert obs.canary is None
 
 
@@ -137,8 +138,8 @@ def test_old_pods_at_the_same_n_are_not_the_tracks_during_a_rollout() -> None:
     deployment["metadata"] = {**deployment["metadata"], "generation": 2}
     targets = [_target(f"s{i}", "stable", 7) for i in range(3)]
     assert ts.track_window(deployment, targets, {}) is not None
-    assert ts.observations([deployment], targets, {}, window_s=6.0).stable.ready_pods == 0  # no delta yet
+    assert ts.observations([deployment], targets, {}, window_s=6.0, replicas=1).stable.ready_pods == 0  # no delta yet
     stale = {**deployment, "metadata": {**deployment["metadata"], "generation": 3}}
     delta = {("stable", 7): TrackDelta(7, DELTA, 3, 0)}
-    assert ts.observations([stale], targets, delta, window_s=6.0).stable.ready_pods == 0
-    assert ts.observations([deployment], targets, delta, window_s=6.0).stable.ready_pods == 1
+    assert ts.observations([stale], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 0
+    assert ts.observations([deployment], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 1

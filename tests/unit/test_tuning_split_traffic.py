@@ -9,7 +9,8 @@ import math
 import pytest
 from test_tuning_decisions import record, snapshot
 
-from specpilot.tuning import Observations, TunerState
+from specpilot_runtime.vllm_metrics import Snapshot
+from specpilot.tuning import Observations, TrackWindow, TunerState
 from specpilot.tuning.judge import judge, measured_gain
 from specpilot.tuning.machine import load_mix, record_window
 from specpilot.tuning.observations import WindowRecord, alone
@@ -80,3 +81,20 @@ def test_a_canary_measured_at_half_the_load_is_judged_at_the_load_it_would_serve
     # Judged at the load it ran at, as if the deployment served 2 sequences per pod, the same windows promote.
     light, canary = _pairs(alone_load=None)
     assert judge(light[8:], canary, [r.load for r in light[8:]], "throughput", 0.02, 0.95, 6).decision == "promote"
+
+
+def test_a_replace_canary_leaves_the_load_the_stable_serves_alone_where_it_was() -> None:
+    # Three replicas, canary mode replace: beside the canary the stable runs two pods, every pod at the load
+    # the three ran before; nothing is to be carried, and the pair is judged at the load it ran at.
+    state = TunerState.new("mtp", 3)
+    record_window(state, Observations(window_s=300.0, stable=snapshot(3, 4.0), stable_replicas=3))
+    state.canary_n = 5
+    record_window(state, Observations(window_s=300.0, stable=snapshot(3, 4.0, pods=2),
+                                      canary=snapshot(5, 4.0, pods=1), stable_replicas=3))
+    # While the canary starts, the two pods left carry all three pods' load.
+    record_window(state, Observations(window_s=300.0, stable=snapshot(3, 6.0, pods=2),
+                                      canary=TrackWindow(5, Snapshot(), 0, 1), stable_replicas=3))
+    assert load_mix(state) == pytest.approx([4.0, 4.0, 4.0], rel=1e-3)
+    # Counted by the stable's ready pods alone, as before, the pair would be carried to 6 sequences per pod.
+    both = alone(state.records[1], 2, record(2, "canary", snapshot(5, 4.0, pods=1), 300.0), 1)
+    assert both.mix_load == pytest.approx(6.0, rel=1e-3)

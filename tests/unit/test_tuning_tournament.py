@@ -249,6 +249,21 @@ def test_bench_cli_writes_the_documented_rows(tmp_path: Path, capsys: pytest.Cap
     assert "mean regret" in capsys.readouterr().out
 
 
+def test_bench_cli_runs_replace_canaries_on_the_stables_pods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specpilot_harness.bench import tournament as bench_tournament
+
+    made = []
+    orig = bench_tournament._deployment
+    monkeypatch.setattr(bench_tournament, "_deployment", lambda *a: made.append(orig(*a)) or made[-1])
+    doc = json.loads((PROFILES / "tournaments-article.json").read_text())
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"tournaments": doc["tournaments"][:1]}))
+    args = cli_parser().parse_args(["bench", "tournament", "--profiles", str(src), "--seeds", "1", "--windows",
+                                    "12", "--canary-mode", "replace", "--stable-replicas", "4"])
+    assert args.func(args) == 0
+    assert made and all((d.canary_mode, d.stable_pods) == ("replace", 4) for d in made)
+
+
 def test_bench_cli_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     doc = json.loads((PROFILES / "tournaments-article.json").read_text())
     bad = doc["tournaments"][0]
@@ -383,14 +398,14 @@ def test_an_off_alternative_is_what_no_speculation_measured() -> None:
 
 
 def test_a_parallel_drafter_measured_slower_at_one_n_gets_a_canary_at_a_shorter_one() -> None:
-    # A replay of one benchmark run (dev split, seed 1). DFlash canaried at its configured N=7 measures
-    # 1.5% below the stable DSpark at 7; at 3-4 it is truly 8.5-9.4% better (a shorter block accepts more per
+    # A replay of one benchmark run (dev split, seed 0). DFlash canaried at its configured N=7 measures
+    # 3.1% below the stable DSpark at 7; at 3-4 it is truly 8.5-9.4% better (a shorter block accepts more per
     # position, and drafts cost more per token on this machine). One N says little of a block drafter's
     # other N: the borrowed curve's doubt (transfer.BORROW_SD) is what makes the second chance worth a
     # canary. With 3% per sqrt relative distance it was not, and the run stayed 8.6% below the best.
     t = tournament("tour-old-gpu-dspark-draft_model-dflash-4018", "dev")
     stable = t.goodput(("dspark", 7))
     assert t.goodput(("dflash", 7)) < stable and t.goodput(("dflash", 4)) > 1.08 * stable
-    run = bench.run_tuner(t, seed=1)
+    run = bench.run_tuner(t, seed=0)
     assert run.chosen[0] == "dflash" and run.chosen[1] in (3, 4), run
     assert t.goodput(run.chosen) > 0.99 * t.goodput(t.oracle())

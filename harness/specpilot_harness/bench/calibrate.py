@@ -26,6 +26,8 @@ import numpy as np
 from specpilot.tuning import costs
 from specpilot_runtime.speculative import METHODS
 
+from .generate import step_loads
+
 ARTICLE_LOAD = 4  # the article measured at a low concurrency (assumption; it names others as future work)
 NOISE = 0.10
 DECAY = 0.5  # how fast conditional acceptance moves from a_1 to a_inf
@@ -147,7 +149,7 @@ def build() -> dict:
         fitted[t.name] = params
         curve = survival(*params, t.max_n)
         by_n = survival_by_n(t.method, curve, t.max_n)
-        steps = {b: step_times(t.method, t.factor, t.max_n, b) for b in sorted(t.concurrency)}
+        steps = {b: step_times(t.method, t.factor, t.max_n, b) for b in step_loads(list(t.concurrency))}
         g = goodputs(t.method, curve, by_n, steps, t.concurrency, t.max_n)
         best = int(np.argmax(g))
         p = {"name": t.name, "method": t.method, "max_n": t.max_n,

@@ -21,7 +21,7 @@ from specpilot.api.models import Canary, Tuning
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
 from . import judge_bench, operator_bench, tournament, tuned_bench
-from .simulate import STABLE_PODS
+from .simulate import CANARY_MODES, STABLE_PODS, Fleet
 from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
@@ -41,9 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("single", "schedule"), default="single",
                    help="the tuner's spec.tuning.mode (default single; schedule: it may canary and serve a "
                         "batch-size schedule, for mixed-load profiles)")
-    p.add_argument("--stable-replicas", type=int, metavar="R", default=STABLE_PODS,
-                   help="stable pods of the simulated deployment (default %(default)s): a Service spreads their "
-                        "traffic over the canary's pod too, so a canary lowers every pod's load (R=1: to half)")
+    _fleet_args(p)
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -58,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--seeds", type=int, default=5, help="seeds per tournament (default 5)")
     t.add_argument("--windows", type=int, default=tournament.WINDOWS,
                    help=f"5-minute windows per run (default {tournament.WINDOWS})")
+    _fleet_args(t)
     t.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     t.set_defaults(func=run_tournament)
     j = sub.add_parser("judge", help="how often the canary judge promotes, by the canary's true gain",
@@ -85,6 +84,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tuned_bench.register(sub)
 
 
+def _fleet_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stable-replicas", type=int, metavar="R", default=STABLE_PODS,
+                   help="stable pods of the simulated deployment (default %(default)s): a Service spreads their "
+                        "traffic over the canary's pod too, so a surge canary lowers every pod's load (R=1: to "
+                        "half)")
+    p.add_argument("--canary-mode", choices=CANARY_MODES, default="surge",
+                   help="the spec's tuning.canary.mode (default surge: the canary's pod comes on top of the "
+                        "stable's; replace: the stable gives one up while the canary runs, so every pod keeps "
+                        "its load and a canary is measured at the load a promotion will serve; needs R >= 2)")
+
+
+def _fleet(args: argparse.Namespace, err: Console) -> Fleet | None:
+    """The simulated deployment's pods from the command line, or None after saying what is wrong."""
+    if not 1 <= args.stable_replicas <= 64:
+        err.print("[red]error:[/red] --stable-replicas must be a whole number from 1 to 64")
+        return None
+    if args.canary_mode == "replace" and args.stable_replicas < 2:
+        err.print("[red]error:[/red] --canary-mode replace needs --stable-replicas of at least 2 (a stable pod "
+                  "always serves)")
+        return None
+    return Fleet(args.stable_replicas, args.canary_mode)
+
+
 def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:
     """The parsed file, or None after saying on stderr why it cannot be read."""
     try:
@@ -108,11 +130,11 @@ def run(args: argparse.Namespace) -> int:
     if args.windows < 8:
         err.print("[red]error:[/red] --windows must be at least 8")
         return 2
-    if not 1 <= args.stable_replicas <= 64:
-        err.print("[red]error:[/red] --stable-replicas must be a whole number from 1 to 64")
+    fleet = _fleet(args, err)
+    if fleet is None:
         return 2
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
-                  args.mode, args.stable_replicas)
+                  args.mode, fleet)
     header, rows = table_rows(res)
     table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
                         f"{args.windows} windows")
@@ -161,8 +183,11 @@ def run_tournament(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.windows < 8:
         err.print("[red]error:[/red] --seeds must be at least 1 and --windows at least 8")
         return 2
+    fleet = _fleet(args, err)
+    if fleet is None:
+        return 2
     res = tournament.run_all(tournaments, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True),
-                             args.windows)
+                             args.windows, fleet)
     out = Console(width=200)
     table = Table(title=f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
                         f"{args.windows} windows")

@@ -160,6 +160,15 @@ def shape_step_times(shape: dict, method: str, factor: float, max_n: int, loads:
     return {str(b): [round(t(n, float(b)), 4) for n in range(max_n + 1)] for b in loads}
 
 
+def step_loads(levels: list[int]) -> list[int]:
+    """Loads a profile's step times are tabulated at: its load levels and every power of two below the
+    highest. A canary takes a share of the traffic, so pods run between levels (one canary pod beside three
+    stable ones at a level of 32 runs 24 each); tabulated at its levels alone, a profile holds the lowest
+    level's step time below it, a machine whose steps never get cheaper with fewer sequences."""
+    top = max(levels)
+    return sorted(set(levels) | {2 ** i for i in range(int(math.log2(top)) + 1)})
+
+
 def cost_info(shape: dict, factor: float) -> dict:
     info: dict = {"drafter_factor": round(factor, 3)}
     if shape["family"] == "compute":
@@ -174,7 +183,7 @@ def _step_times(rng: np.random.Generator, family: str, method: str, max_n: int,
                 loads: list[int]) -> tuple[dict[str, list[float]], dict]:
     factor = float(rng.uniform(0.5, 2.0))
     shape = draw_shape(rng, family)
-    return shape_step_times(shape, method, factor, max_n, loads), cost_info(shape, factor)
+    return shape_step_times(shape, method, factor, max_n, step_loads(loads)), cost_info(shape, factor)
 
 
 def profile(seed: int) -> dict:

@@ -23,7 +23,7 @@ from specpilot.api.models import TuningMode
 from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
-from .simulate import STABLE_PODS, served_goodput_at
+from .simulate import Fleet, served_goodput_at
 from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
 
 STRATEGIES: dict[str, Callable[..., Run]] = {"tuner": run_tuner, **BASELINES}
@@ -158,17 +158,16 @@ class Results:
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
             windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-            stable_replicas: int = STABLE_PODS) -> Results:
+            fleet: Fleet = Fleet()) -> Results:
     """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
-    schedule), on deployments of `stable_replicas` stable pods."""
+    schedule), on deployments run as `fleet` says."""
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     worst = {k: 0.0 for k in STRATEGIES}
     sched: list[dict[str, Any]] = []
     for i, p in enumerate(profiles, 1):
         for seed in range(seeds):
             for name, fn in STRATEGIES.items():
-                run = run_tuner(p, seed, windows, mode, stable_replicas) if name == "tuner" \
-                    else fn(p, seed, windows, stable_replicas)
+                run = run_tuner(p, seed, windows, mode, fleet) if name == "tuner" else fn(p, seed, windows, fleet)
                 rows[name].append(row(p, seed, run))
                 worst[name] = min(worst[name], round(100 * worst_promotion(p, run), 3))
                 if name == "tuner" and (s := schedule_row(p, seed, run)):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -45,6 +46,18 @@ OUTPUT_TOKENS = 256
 ACCEPTANCE_JITTER = 0.02
 SHARED_NOISE_FRACTION = 0.8
 STABLE_PODS = 3  # stable replicas of a simulated deployment; a canary is one more pod
+CanaryMode = Literal["surge", "replace"]  # tuning.canary.mode
+CANARY_MODES: tuple[str, ...] = get_args(CanaryMode)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """How a simulated deployment runs its pods: the stable replicas, and where a canary's pod comes from
+    (surge: beside them, every pod runs lighter while it serves; replace: one of them, every pod runs at the
+    load it ran before, and while the canary starts the stable's remaining pods carry more)."""
+
+    stable_replicas: int = STABLE_PODS
+    canary_mode: CanaryMode = "surge"
 
 Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
 
@@ -80,6 +93,7 @@ class Deployment:
     stable_n: int
     stable_pods: int = STABLE_PODS
     canary_pods: int = 1
+    canary_mode: CanaryMode = "surge"  # Fleet.canary_mode
     window_s: float = 300.0
     restart_s: float = 240.0
     horizon: int = 48  # windows a benchmark run lasts (strategies stop measuring there)
@@ -94,7 +108,11 @@ class Deployment:
 
     @property
     def canary_share(self) -> float:
-        return self.canary_pods / (self.canary_pods + self.stable_pods)
+        return self.canary_pods / (self.canary_pods + self._beside())
+
+    def _beside(self) -> int:
+        """The stable's pods while a canary runs."""
+        return self.stable_pods - self.canary_pods if self.canary_mode == "replace" else self.stable_pods
 
     def start_canary(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
         self.canary_n = n
@@ -157,17 +175,19 @@ class Deployment:
         shared = self.rng.standard_normal()
         self.now += self.window_s
         serve = 0.0
+        pods = self.stable_pods
         if self.canary_n is not None:
             serve = max(0.0, self.window_s - self.canary_ready_in)
             self.canary_ready_in = max(0.0, self.canary_ready_in - self.window_s)
-        # Per-pod load while the canary serves, and the stable's mean over the window (it served alone
-        # while the canary started).
-        split = load * self.stable_pods / (self.stable_pods + self.canary_pods)
-        stable_load = load + (split - load) * serve / self.window_s
-        snap, g_stable, k_stable = self._track(p, self.stable_n, stable_load, self.window_s, self.stable_pods,
+            pods = self._beside()
+        # Per-pod load while the canary serves, and the stable's mean over the window (its pods served the
+        # traffic alone while the canary started).
+        split = load * self.stable_pods / (pods + self.canary_pods)
+        starting = load * self.stable_pods / pods
+        stable_load = starting + (split - starting) * serve / self.window_s
+        snap, g_stable, k_stable = self._track(p, self.stable_n, stable_load, self.window_s, pods,
                                                jitter, shared, self.stable_schedule)
-        stable = TrackWindow(self.stable_n, snap, self.stable_pods, self.stable_pods,
-                             method=_method(p, self.stable_n))
+        stable = TrackWindow(self.stable_n, snap, pods, pods, method=_method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
         k_canary: int | None = None
@@ -180,7 +200,7 @@ class Deployment:
                                  self.canary_pods, method=_method(cp, self.canary_n))
             g_canary = g * serve / self.window_s
         self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
-        return Observations(window_s=self.window_s, stable=stable, canary=canary)
+        return Observations(window_s=self.window_s, stable=stable, canary=canary, stable_replicas=self.stable_pods)
 
     def exploration_cost(self) -> float:
         """Goodput lost to canaries (restarts, worse N) as a fraction of what the stable track served."""

@@ -20,7 +20,7 @@ from specpilot.tuning import ActionKind, TunerState, step
 
 from specpilot_harness.sim.profile import Profile
 
-from .simulate import STABLE_PODS, Deployment, Schedule
+from .simulate import Deployment, Fleet, Schedule
 
 # Every strategy gets the tuner's default round budget (spec.tuning.maxCanariesPerRound, maxWindowsPerRound).
 MAX_CANARIES = Tuning().max_canaries_per_round
@@ -52,25 +52,24 @@ class Run:
         return out
 
 
-def bench_tuning(profile: Profile, mode: TuningMode = "single") -> Tuning:
+def bench_tuning(profile: Profile, mode: TuningMode = "single", fleet: Fleet = Fleet()) -> Tuning:
     """The spec a user would write for this profile: defaults, candidates 0..max_n, tuning `mode`."""
     return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)),
-                  canary=Canary(analysis_window="5m"), mode=mode)
+                  canary=Canary(analysis_window="5m", mode=fleet.canary_mode), mode=mode)
 
 
-def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                stable_replicas: int = STABLE_PODS) -> Deployment:
+def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS, fleet: Fleet = Fleet()) -> Deployment:
     return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows,
-                      stable_pods=stable_replicas)
+                      stable_pods=fleet.stable_replicas, canary_mode=fleet.canary_mode)
 
 
 def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-              stable_replicas: int = STABLE_PODS) -> Run:
+              fleet: Fleet = Fleet()) -> Run:
     """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
     budget is 8 per 48 windows)."""
-    dep = _deployment(profile, seed, windows, stable_replicas)
+    dep = _deployment(profile, seed, windows, fleet)
     max_canaries = MAX_CANARIES * -(-windows // MAX_WINDOWS)
-    tuning = bench_tuning(profile, mode)
+    tuning = bench_tuning(profile, mode, fleet)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []
@@ -122,8 +121,8 @@ def measure_canary(dep: Deployment, n: int, windows: int, profile: Profile | Non
 
 
 def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                stable_replicas: int = STABLE_PODS) -> Run:
-    dep = _deployment(profile, seed, windows, stable_replicas)
+                fleet: Fleet = Fleet()) -> Run:
+    dep = _deployment(profile, seed, windows, fleet)
     for _ in range(windows):
         dep.window()
     return Run(profile.default_n, [], dep.exploration_cost())
@@ -135,9 +134,9 @@ def _finish(dep: Deployment) -> None:
 
 
 def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-              stable_replicas: int = STABLE_PODS) -> Run:
+              fleet: Fleet = Fleet()) -> Run:
     """Every candidate, in order; the sweep is the article's method, so it is not held to 8 canaries."""
-    dep = _deployment(profile, seed, windows, stable_replicas)
+    dep = _deployment(profile, seed, windows, fleet)
     best_n, best = profile.default_n, 1.0
     tried: list[int] = []
     for n in range(profile.max_n + 1):
@@ -156,8 +155,8 @@ def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
 
 
 def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
-                   stable_replicas: int = STABLE_PODS) -> Run:
-    dep = _deployment(profile, seed, windows, stable_replicas)
+                   fleet: Fleet = Fleet()) -> Run:
+    dep = _deployment(profile, seed, windows, fleet)
     n = profile.default_n
     tried: list[int] = []
     promotions: list[tuple[int, int]] = []

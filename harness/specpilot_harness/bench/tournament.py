@@ -30,7 +30,7 @@ from specpilot.tuning import tournament as tour
 from specpilot_harness.sim.profile import MAX_NAME, Profile, ProfileError, entry_label
 from specpilot_runtime.speculative import METHODS
 
-from .simulate import Deployment
+from .simulate import Deployment, Fleet
 from .strategies import BASELINE_WINDOWS, MAX_CANARIES, MAX_WINDOWS, measure_canary
 
 WINDOWS = 2 * MAX_WINDOWS  # a method round, then the winner's N round
@@ -134,15 +134,16 @@ def contenders(t: TournamentProfile) -> list[tour.Contender]:
     return out
 
 
-def _deployment(t: TournamentProfile, seed: int, windows: int) -> Deployment:
-    return Deployment(t.entry(t.start.method), np.random.default_rng(seed), stable_n=t.start.n, horizon=windows)
+def _deployment(t: TournamentProfile, seed: int, windows: int, fleet: Fleet = Fleet()) -> Deployment:
+    return Deployment(t.entry(t.start.method), np.random.default_rng(seed), stable_n=t.start.n, horizon=windows,
+                      stable_pods=fleet.stable_replicas, canary_mode=fleet.canary_mode)
 
 
-def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS) -> Run:
-    dep = _deployment(t, seed, windows)
+def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fleet = Fleet()) -> Run:
+    dep = _deployment(t, seed, windows, fleet)
     cs = contenders(t)
     profiles = t.ordered()
-    tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
+    tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m", mode=fleet.canary_mode))
     state = tour.Tournament.new(cs, dep.now)
     inner = TunerState.new(cs[0].method, cs[0].n, now=dep.now)
     run = Run((t.start.method, t.start.n))
@@ -169,9 +170,9 @@ def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS) -> Run:
     return run
 
 
-def run_sweep(t: TournamentProfile, seed: int, windows: int = WINDOWS) -> Run:
+def run_sweep(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fleet = Fleet()) -> Run:
     """Every (method, N) but the start as a canary, in order; keep the best measured."""
-    dep = _deployment(t, seed, windows)
+    dep = _deployment(t, seed, windows, fleet)
     start = (t.start.method, t.start.n)
     best, best_ratio = start, 1.0
     run = Run(start)
@@ -194,12 +195,12 @@ def run_sweep(t: TournamentProfile, seed: int, windows: int = WINDOWS) -> Run:
     return run
 
 
-def run_tune_n(t: TournamentProfile, seed: int, windows: int = WINDOWS) -> Run:
+def run_tune_n(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fleet = Fleet()) -> Run:
     """The N tuner alone on the starting method."""
-    return run_tuner(t.model_copy(update={"entries": [t.entry(t.start.method)]}), seed, windows)
+    return run_tuner(t.model_copy(update={"entries": [t.entry(t.start.method)]}), seed, windows, fleet)
 
 
-STRATEGIES: dict[str, Callable[[TournamentProfile, int, int], Run]] = {
+STRATEGIES: dict[str, Callable[[TournamentProfile, int, int, Fleet], Run]] = {
     "tuner": run_tuner, "sweep": run_sweep, "tune-n": run_tune_n}
 
 
@@ -226,12 +227,12 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def run_all(tournaments: Sequence[TournamentProfile], seeds: int, progress: Callable[[str], None],
-            windows: int = WINDOWS) -> dict[str, Any]:
+            windows: int = WINDOWS, fleet: Fleet = Fleet()) -> dict[str, Any]:
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
     for i, t in enumerate(tournaments, 1):
         for seed in range(seeds):
             for name, fn in STRATEGIES.items():
-                rows[name].append(row(t, seed, fn(t, seed, windows)))
+                rows[name].append(row(t, seed, fn(t, seed, windows, fleet)))
             r = rows["tuner"][-1]
             progress(f"[{i}/{len(tournaments)}] {t.name} seed {seed}: tuner {r['chosen_method']} N={r['chosen_n']} "
                      f"(oracle {r['oracle_method']} N={r['oracle_n']}, regret {r['regret_pct']:.2f}%, "

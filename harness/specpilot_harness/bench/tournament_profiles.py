@@ -73,7 +73,7 @@ def _entry(t: Target, conc: dict[int, float]) -> dict:
     a1, ainf = calibrate.fit(t)
     curve = calibrate.survival(a1, ainf, t.max_n)
     by_n = calibrate.survival_by_n(t.method, curve, t.max_n)
-    steps = {b: calibrate.step_times(t.method, t.factor, t.max_n, b) for b in sorted(conc)}
+    steps = {b: calibrate.step_times(t.method, t.factor, t.max_n, b) for b in generate.step_loads(list(conc))}
     out = {"method": t.method, "max_n": t.max_n, "survival": [round(s, 5) for s in curve],
            "step_time_ms": {str(b): [round(x, 4) for x in row] for b, row in steps.items()},
            "calibration": {"source": t.source, "a1": round(a1, 4), "a_inf": round(ainf, 4),
@@ -106,7 +106,8 @@ def generated(seed: int) -> dict:
             entry["survival_by_n"], extra = generate.draw_survival_by_n(rng, s, max_n)
             acc.update(extra)
         factor = float(rng.uniform(0.5, 2.0))
-        entry["step_time_ms"] = generate.shape_step_times(shape, method, factor, max_n, [int(b) for b in conc])
+        entry["step_time_ms"] = generate.shape_step_times(shape, method, factor, max_n,
+                                                        generate.step_loads([int(b) for b in conc]))
         entry["generator"] = {"acceptance": acc, "cost": generate.cost_info(shape, factor)}
         entries.append(entry)
     start = methods[0]

@@ -190,7 +190,7 @@ class TuningLoop:
         deltas, elapsed = self.counter.advance(scrapes, now)
         if elapsed is None:
             return pods  # the first scrape only sets the baseline of each pod
-        obs = ts.observations(deployments, targets, deltas, elapsed)
+        obs = ts.observations(deployments, targets, deltas, elapsed, spec.replicas)
         tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
         standing = await self._commit(obj, sd, state.history, new_state,
                                       ts.tuning_condition(new_state, action, tour, contenders), obs.stable, tour)

@@ -87,10 +87,11 @@ def track_window(deployment: dict[str, Any] | None, targets: list[PodTarget],
 
 
 def observations(deployments: list[dict[str, Any]], targets: list[PodTarget],
-                 deltas: dict[tuple[str, int], TrackDelta], window_s: float) -> Observations:
+                 deltas: dict[tuple[str, int], TrackDelta], window_s: float, replicas: int) -> Observations:
+    """`replicas`: spec.replicas, the pods the stable track runs with no canary beside it."""
     tracks = by_track(deployments)
     return Observations(window_s=window_s, stable=track_window(tracks.get("stable"), targets, deltas),
-                        canary=track_window(tracks.get("canary"), targets, deltas))
+                        canary=track_window(tracks.get("canary"), targets, deltas), stable_replicas=replicas)
 
 
 def scrape_problem(scrapes: list[PodScrape]) -> str | None:

@@ -404,9 +404,12 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
     recs: dict[str, WindowRecord] = {}
     if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
+        beside = None
         if obs.canary is not None and has_traffic(obs.canary):
             beside = record(state.seq, "canary", obs.canary, obs.window_s)  # any canary pods, analysed or not
-            recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, beside, obs.canary.ready_pods)
+        if beside is not None or (obs.canary is not None and obs.stable_replicas):
+            recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, beside,
+                                   obs.canary.ready_pods if beside else 0, obs.stable_replicas)
     analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
     if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:

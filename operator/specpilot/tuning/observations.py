@@ -59,11 +59,15 @@ class TrackWindow:
 
 @dataclass(frozen=True)
 class Observations:
-    """Everything one `step()` call sees. `canary` is None when no canary pods exist."""
+    """Everything one `step()` call sees. `canary` is None when no canary pods exist. `stable_replicas`: the
+    pods the stable track runs when no canary does (spec.replicas; None: its ready pods). A replace-mode
+    canary takes its pods from the stable, so the stable's ready pods beside it are not the ones it runs
+    alone."""
 
     window_s: float
     stable: TrackWindow | None
     canary: TrackWindow | None = None
+    stable_replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,15 +172,18 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
                         drafted_per_pos=drafted, scheduled=scheduled)
 
 
-def alone(stable: WindowRecord, stable_pods: int, canary: WindowRecord, canary_pods: int) -> WindowRecord:
-    """`stable` with the load it would have carried alone. A Service spreads requests over the ready pods of
-    both tracks, so a surge canary lowers every pod's load (with one stable replica, to half). The load mix
-    the tuner weighs is the deployment's without a canary, the one a promoted N will serve; the judge
-    carries each pair from the load it saw to that one. The sequences both tracks ran (Little's law, per
-    track) are the ones the stable's pods would run alone."""
-    pods = max(stable_pods, 1)
-    total = stable.load * pods + canary.load * max(canary_pods, 0)
-    return dataclasses.replace(stable, alone_load=round(max(total / pods, stable.load), 4))
+def alone(stable: WindowRecord, stable_pods: int, canary: WindowRecord | None, canary_pods: int,
+          alone_pods: int | None = None) -> WindowRecord:
+    """`stable` with the load it would have carried alone, on `alone_pods` (default `stable_pods`). A Service
+    spreads requests over the ready pods of both tracks, so a surge canary lowers every pod's load (with one
+    stable replica, to half); a replace canary runs on pods the stable gave up, and while it starts the
+    stable's remaining pods carry more. The load mix the tuner weighs is the deployment's without a canary,
+    the one a promoted N will serve; the judge carries each pair from the load it saw to that one. The
+    sequences both tracks ran (Little's law, per track) are the ones the stable's pods would run alone."""
+    total = stable.load * max(stable_pods, 1) + (canary.load * max(canary_pods, 0) if canary else 0.0)
+    if alone_pods is None:
+        return dataclasses.replace(stable, alone_load=round(max(total / max(stable_pods, 1), stable.load), 4))
+    return dataclasses.replace(stable, alone_load=round(max(total / max(alone_pods, 1), 1.0), 4))
 
 
 def acceptance_note(records: Sequence[WindowRecord], scheduled: Collection[str]) -> str | None:
