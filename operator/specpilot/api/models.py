@@ -252,10 +252,11 @@ class Canary(_Model):
                                 "gateway: by backend weights of the HTTPRoute named in httpRoute.")
     http_route: str | None = Field(None, max_length=253, description="HTTPRoute to weight when trafficRouting is gateway.")
     mode: Literal["surge", "replace"] = Field(
-        "surge", description="surge: the canary's pods come on top of the stable ones (spare GPUs needed); "
-                             "replace: the stable track gives up canary.replicas pods while the canary runs and "
-                             "rolls without a surge, so the GPU count never grows (needs replicas >= "
-                             "canary.replicas + 1).")
+        "surge", description="surge: the canary's pods come on top of the stable ones (spare GPUs needed), and "
+                             "every pod runs lighter while it serves; replace: the stable track gives up "
+                             "canary.replicas pods while the canary runs and rolls without a surge, so the GPU "
+                             "count never grows and a canary is measured at the load a promotion will serve "
+                             "(needs replicas >= canary.replicas + 1).")
 
 
 class Tuning(_Model):
