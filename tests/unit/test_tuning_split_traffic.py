@@ -98,3 +98,14 @@ def test_a_replace_canary_leaves_the_load_the_stable_serves_alone_where_it_was()
     # Counted by the stable's ready pods alone, as before, the pair would be carried to 6 sequences per pod.
     both = alone(state.records[1], 2, record(2, "canary", snapshot(5, 4.0, pods=1), 300.0), 1)
     assert both.mix_load == pytest.approx(6.0, rel=1e-3)
+
+
+def test_a_verdict_says_at_what_share_of_the_load_its_pairs_ran_and_how_far_they_were_carried() -> None:
+    # A user reading "rolled back" should know the canary ran at half the load it would serve and that a
+    # model carried it there (a replace canary would have been measured at the load itself).
+    stable, canary = _pairs(alone_load=4.0)
+    v = judge(stable, canary, [r.mix_load for r in stable], "throughput", 0.02, 0.95, 6)
+    assert "paired at 50% of the load it will serve, carried -" in v.reason
+    stable, canary = _pairs(alone_load=None)
+    v = judge(stable, canary, [r.mix_load for r in stable], "throughput", 0.02, 0.95, 6)
+    assert "paired at" not in v.reason

@@ -86,6 +86,9 @@ PROJECTION_MAX_SLOPE = 0.95
 # Standard errors of the stable's load slope below its estimate that the projection uses (the judge looks
 # after every window: at 2, a flat step time read as a slope of 0.2-0.4 in a few runs).
 PROJECTION_SLOPE_Z = 3.0
+# Below this share of the load a promotion will serve, a verdict says at which share its pairs ran and how
+# far they were carried (one surge canary pod beside three stable ones runs at 75%).
+SPLIT_NOTE_BELOW = 0.95
 # Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
 # is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
 ERROR_SLACK = 1.0
@@ -191,6 +194,15 @@ class Estimate:
     covered: float  # share of the mix's goodput whose level was seen at least LEVEL_WINDOWS times
     unseen: float = 0.0  # share of the mix's goodput at loads no pair came near
     downside: float = 0.0  # sd of the mean from unseen loads on the side where speculating more pays less
+    load_share: float = 1.0  # the pairs' load over the load the stable serves alone (a surge canary's split)
+    carry: float = 0.0  # mean log ratio `projection` added to carry the pairs to that load
+
+    def split_note(self) -> str:
+        """What the verdict says when the pairs ran lighter than the load a promotion will serve: the
+        measurement was carried there by a model, which a user can avoid (tuning.canary.mode replace)."""
+        if self.load_share >= SPLIT_NOTE_BELOW:
+            return ""
+        return f"; paired at {self.load_share:.0%} of the load it will serve, carried {math.expm1(self.carry):+.1%}"
 
 
 def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -304,6 +316,8 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         level_g = level_g * levels
     ys: dict[int, list[float]] = {}
     noise: list[float] = []  # pairs at identical levels: their true log ratio is 0
+    shares: list[float] = []
+    carries: list[float] = []
     slope, slope_se = load_slope_fit(stable)
     # The projection trusts only the slope the stable's windows prove: per-window step-time noise over a
     # split of a quarter makes a flat step time read as a slope of 0.1 either way, and every N longer than
@@ -316,13 +330,17 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         if same[i]:
             noise.append(y)
             continue
-        ys.setdefault(i, []).append(y + projection(s, c, proven))
+        carry = projection(s, c, proven)
+        ys.setdefault(i, []).append(y + carry)
+        shares.append(s.load / s.mix_load)
+        carries.append(carry)
+    split = {"load_share": float(np.mean(shares)), "carry": float(np.mean(carries))} if shares else {}
     seen = sorted(ys)
     known = float(level_g[same].sum() / level_g.sum()) if level_g.sum() > 0 else 0.0
     if not seen:
         # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
         unseen = 1.0 - known if same.any() else 1.0
-        return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, 1e-9), LEVEL_PRIOR_DOF, known, unseen)
+        return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, 1e-9), LEVEL_PRIOR_DOF, known, unseen, **split)
     # Each level of the mix counts at the nearest level the pairs saw, if that is within an octave.
     octave = np.log2(levels)
     # A level no pair saw borrows the nearest level's pairs, when one is in reach. A level with pairs of its
@@ -367,7 +385,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = math.log(total) / se2 * post_var
     return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen,
-                    _downside(pairs, levels, level_g, near, seen, same, drafting) / total)
+                    _downside(pairs, levels, level_g, near, seen, same, drafting) / total, **split)
 
 
 def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], levels: np.ndarray, level_g: np.ndarray,
@@ -442,20 +460,21 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     gain, lower, upper = math.expm1(mu), math.expm1(lo), math.expm1(hi)
     verdict = partial(Verdict, gain=gain, lower=lower, upper=upper, windows=m, carried=carried)
     pooled = f" with {carried} carried windows" if carried else ""
+    split = est.split_note()
     # A rollback need not wait for coverage: a level seen in a pair or two counts with that doubt, and one
     # never seen at its unseen upside (no speculation 45% worse at every level seen waited 13 windows for a
     # third pair at a level that comes a quarter of the time).
     if hi < target:
         return verdict(Ruling.ROLLBACK, reason=f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, "
-                                               f"upper bound {upper:.1%}{pooled})")
+                                               f"upper bound {upper:.1%}{pooled}{split})")
     if covered < COVERAGE and m < EXTEND * max_windows:
         return verdict(Ruling.CONTINUE, reason=f"waiting for loads carrying {1 - covered:.0%} of the goodput")
     if mu >= target and lo > 0:
-        return verdict(Ruling.PROMOTE, reason=f"measured better by {gain:.1%} (lower bound {lower:.1%}{pooled})")
+        return verdict(Ruling.PROMOTE, reason=f"measured better by {gain:.1%} (lower bound {lower:.1%}{pooled}{split})")
     if m >= max_windows and mu > 0 and m < EXTEND * max_windows:
         return verdict(Ruling.CONTINUE, reason=f"promising: measured {gain:+.1%}, not proven yet")
     if m >= max_windows:
         unsure = f"; loads carrying {1 - covered:.0%} of the goodput seen too rarely" if covered < COVERAGE else ""
         return verdict(Ruling.ROLLBACK, inconclusive=True,
-                       reason=f"inconclusive after {m} windows{pooled} (measured {gain:+.1%}{unsure})")
+                       reason=f"inconclusive after {m} windows{pooled} (measured {gain:+.1%}{unsure}{split})")
     return verdict(Ruling.CONTINUE, reason="undecided")
