@@ -236,3 +236,8 @@ def test_a_generated_machine_steps_cheaper_at_a_canarys_split_load() -> None:
     # lightly loaded), which a level's flat step time would hide.
     ratio = {b: p.step_time(7, b) / p.step_time(0, b) for b in (16, 32)}
     assert ratio[16] > ratio[32] * 1.2
+    # Every shipped generated profile has those rows.
+    for split in ("dev", "holdout"):
+        doc = json.loads((Path(cli.__file__).parent / "profiles" / f"generated-{split}.json").read_text())
+        assert all(set(map(int, d["step_time_ms"])) == set(step_loads(list(map(int, d["concurrency"]))))
+                   for d in doc["profiles"])

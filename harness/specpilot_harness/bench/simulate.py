@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import get_args
 
 import numpy as np
 
+from specpilot.api.models import CanaryMode
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.speculative import OFF, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
@@ -46,7 +47,6 @@ OUTPUT_TOKENS = 256
 ACCEPTANCE_JITTER = 0.02
 SHARED_NOISE_FRACTION = 0.8
 STABLE_PODS = 3  # stable replicas of a simulated deployment; a canary is one more pod
-CanaryMode = Literal["surge", "replace"]  # tuning.canary.mode
 CANARY_MODES: tuple[str, ...] = get_args(CanaryMode)
 
 

@@ -124,6 +124,7 @@ class Accelerator(_Model, engine_config.Accelerator):
 
 # single: one N; schedule: the tuner also learns, canaries and serves an N per batch-size range.
 TuningMode = Literal["single", "schedule"]
+CanaryMode = Literal["surge", "replace"]
 
 
 class ScheduleEntry(_Model):
@@ -251,7 +252,7 @@ class Canary(_Model):
         "replicas", description="replicas: traffic splits by replica ratio behind the Service; "
                                 "gateway: by backend weights of the HTTPRoute named in httpRoute.")
     http_route: str | None = Field(None, max_length=253, description="HTTPRoute to weight when trafficRouting is gateway.")
-    mode: Literal["surge", "replace"] = Field(
+    mode: CanaryMode = Field(
         "surge", description="surge: the canary's pods come on top of the stable ones (spare GPUs needed), and "
                              "every pod runs lighter while it serves; replace: the stable track gives up "
                              "canary.replicas pods while the canary runs and rolls without a surge, so the GPU "
