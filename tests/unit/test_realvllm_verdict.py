@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from specpilot.api.validate import validate_object
 from specpilot_harness.realvllm.plot import sweep_plot
-from specpilot_harness.realvllm.run import (RealRunResult, relative_slices, sweep_noise, swept_goodput, verdict,
+from specpilot_harness.realvllm.run import (REAL_METHODS, REAL_WINDOW, RealRunResult, manifest, real_options,
+                                            relative_slices, sweep_manifest, sweep_noise, swept_goodput, verdict,
                                             write_json)
 
 
@@ -65,3 +67,17 @@ def test_the_demo_writes_the_sweep_and_the_path_as_json_and_png(tmp_path: Path) 
     assert doc["verdict"]["best_n"] == 0 and doc["tuning_status"]["stableN"] == 0
     png = sweep_plot(run, tmp_path / "out" / "demo-vllm.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("method", REAL_METHODS)
+def test_the_real_run_pairs_its_canary_at_the_load_the_sweep_measures(method: str, tmp_path: Path) -> None:
+    # A replacing canary beside one stable pod: each pod serves its share of the clients while paired, and
+    # the sweep loads each N's one pod with that same share. Every object the run applies is valid.
+    opts = real_options(method, REAL_WINDOW, tmp_path)
+    tuned = manifest(opts, "tiny", tmp_path)
+    assert validate_object(tuned) == []
+    assert tuned["spec"]["replicas"] >= 2 and tuned["spec"]["tuning"]["canary"]["mode"] == "replace"
+    assert opts.clients_per_pod * tuned["spec"]["replicas"] == opts.concurrency
+    for n in opts.candidates:
+        copy = sweep_manifest(opts, f"tiny-n{n}", tmp_path, n)
+        assert validate_object(copy) == [] and copy["spec"]["replicas"] == 1

@@ -30,6 +30,7 @@ from typing import Any
 from kubernetes import client
 from rich.console import Console
 
+from specpilot.api.models import CanaryMode
 from specpilot.controller.kube import Kube, load_api_client, sd_path
 from specpilot.render.names import DEPLOYMENT_LABEL, N_LABEL, service_name
 from specpilot.tuning import ActionKind, Phase
@@ -82,6 +83,8 @@ class RealRunOptions:
     method: str  # draft_model or ngram
     default_n: int
     candidates: tuple[int, ...]
+    replicas: int  # spec.replicas
+    canary_mode: CanaryMode  # tuning.canary.mode
     concurrency: int  # streamed requests through the Service
     window: str  # tuning.canary.analysisWindow
     windows: int  # tuning.canary.windows
@@ -90,6 +93,11 @@ class RealRunOptions:
     slice_s: float  # one measured slice of load on one swept N
     margin: float  # tuning.promotionMargin
     workdir: Path
+
+    @property
+    def clients_per_pod(self) -> int:
+        """What each tuned pod serves once its canaries are gone: the sweep loads each N's pod with it."""
+        return max(1, self.concurrency // self.replicas)
 
 
 @dataclass
@@ -118,10 +126,12 @@ class RealRunResult:
 
 
 def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
-    """The CPU-sized run: from N=3, candidates 0..5, four clients."""
-    return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), concurrency=4,
-                          window=window, windows=4, tune_limit_s=720.0, warmup_s=3.0, slice_s=4.0,
-                          margin=0.02, workdir=workdir)
+    """The CPU-sized run: from N=3, candidates 0..5, two replicas whose canary replaces one of them, four
+    clients. A surge canary beside one replica halves every pod's load, and on this compute-bound CPU the
+    ratio of two N moved over that octave (docs/demo.md): a replace canary is paired at the load it will serve."""
+    return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), replicas=2,
+                          canary_mode="replace", concurrency=4, window=window, windows=4, tune_limit_s=720.0,
+                          warmup_s=3.0, slice_s=4.0, margin=0.02, workdir=workdir)
 
 
 def report(result: RealRunResult) -> str:
@@ -191,7 +201,7 @@ def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
         speculative["draftModel"] = str(models / "draft")
     return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"model": str(models / "target"), "servedModelName": name, "replicas": 1,
+            "spec": {"model": str(models / "target"), "servedModelName": name, "replicas": opts.replicas,
                      "accelerator": {"vendor": "nvidia", "count": 1},
                      "speculative": speculative,
                      "engine": {"args": CPU_ARGS, "env": [{"name": k, "value": v} for k, v in CPU_ENV.items()],
@@ -199,7 +209,7 @@ def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
                      "tuning": {"enabled": True, "candidates": list(opts.candidates), "cooldown": "1h",
                                 "promotionMargin": opts.margin,
                                 "canary": {"analysisWindow": opts.window, "windows": opts.windows,
-                                           "progressDeadline": "10m"}}}}
+                                           "mode": opts.canary_mode, "progressDeadline": "10m"}}}}
 
 
 def cache_claim() -> dict[str, Any]:
@@ -294,9 +304,10 @@ async def tune(kube: Kube, targets: ServiceTargets, opts: RealRunOptions, name: 
 
 
 def sweep_manifest(opts: RealRunOptions, name: str, models: Path, n: int) -> dict[str, Any]:
-    """The tuned deployment's spec served at N by hand, tuning off (N=0 is speculation off)."""
+    """The tuned deployment's spec served at N by hand on one pod, tuning off (N=0 is speculation off)."""
     doc = manifest(opts, name, models)
     spec = doc["spec"]
+    spec["replicas"] = 1
     spec["tuning"] = {"enabled": False, "candidates": [0] if n == 0 else list(opts.candidates)}
     spec["speculative"] = {"method": "off", "numSpeculativeTokens": 0} if n == 0 else \
         {**spec["speculative"], "numSpeculativeTokens": n}
@@ -306,9 +317,9 @@ def sweep_manifest(opts: RealRunOptions, name: str, models: Path, n: int) -> dic
 async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, models: Path,
                 result: RealRunResult, console: Console) -> None:
     """Phase 2: the tuned deployment goes; a copy of it per candidate N, tuning off, all served at once.
-    The load generator then loads one N at a time with every client (what the tuned pod serves once its
-    canaries are gone), in slices taken round-robin in a shuffled order per cycle: each N has the machine to
-    itself while measured, and the machine's drift between minutes hits every N alike."""
+    The load generator then loads one N at a time with each tuned pod's share of the clients (what a pod
+    serves once its canaries are gone), in slices taken round-robin in a shuffled order per cycle: each N has
+    the machine to itself while measured, and the machine's drift between minutes hits every N alike."""
     started = time.monotonic()
     await asyncio.to_thread(kube.delete, {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                                           "metadata": {"name": name, "namespace": NAMESPACE}})
@@ -330,7 +341,7 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
             ns = list(targets)
             order.shuffle(ns)
             for n in ns:
-                summary = await _load(targets[n], opts.concurrency, opts.slice_s)
+                summary = await _load(targets[n], opts.clients_per_pod, opts.slice_s)
                 result.swept_slices.setdefault(n, []).append(summary.total.tokens_per_s)
                 result.swept_errors[n] = result.swept_errors.get(n, 0) + summary.total.errors
             console.print(f"  cycle {cycle + 1}: " + "  ".join(
