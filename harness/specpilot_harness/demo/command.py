@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("sim", "vllm"), default="sim",
                    help="sim (default): simulated engines, about a minute; vllm: real vLLM (the CPU build, "
                         "installed on first use) serving small random models in pods that run their real "
-                        "containers, then a measured sweep over every candidate N judges the tuner (about 8 "
-                        "minutes, plus about 3 to install vLLM; docs/demo.md)")
+                        "containers (two replicas, a canary replacing one of them), then a measured sweep over "
+                        "every candidate N judges the tuner (about 9 minutes, plus about 3 to install vLLM; "
+                        "docs/demo.md)")
     p.add_argument("--method", choices=REAL_METHODS, default="draft_model",
                    help="with --engine vllm: the speculative method (default draft_model: a noisy copy of the "
                         "target as its draft)")
