@@ -121,3 +121,17 @@ def test_surge_mode_adds_the_canary_on_top() -> None:
     assert (running["stable"]["replicas"], running["canary"]["replicas"]) == (3, 1)
     assert running["stable"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     assert canary_weight(tuned_sd("surge"), True) == 25
+
+
+def test_the_default_mode_replaces_where_a_stable_pod_keeps_serving_and_surges_where_none_would() -> None:
+    # auto: three replicas give one up to the canary, as replace does; one replica cannot, and surges.
+    running = deployments(render(tuned_sd("auto"), canary_n=5))
+    assert (running["stable"]["replicas"], running["canary"]["replicas"]) == (2, 1)
+    assert running["stable"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    alone = deployments(render(tuned_sd("auto", replicas=1), canary_n=5))
+    assert (alone["stable"]["replicas"], alone["canary"]["replicas"]) == (1, 1)
+    assert alone["stable"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+                 "metadata": {"name": "q", "namespace": "llm"},
+                 "spec": {"model": "m", "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
+                          "tuning": {"enabled": True}}}).spec.tuning.canary.mode == "auto"

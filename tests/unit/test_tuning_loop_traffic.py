@@ -10,8 +10,8 @@ from specpilot.controller.traffic import (OPT_IN_ANNOTATION, ORIGINAL_ANNOTATION
 from specpilot.render import render
 
 
-def _sd(routing: str = "gateway", replicas: int = 3) -> object:
-    canary = {"trafficRouting": routing, "httpRoute": "r"} if routing == "gateway" else {}
+def _sd(routing: str = "gateway", replicas: int = 3, mode: str = "auto") -> object:
+    canary = {"trafficRouting": routing, "httpRoute": "r", "mode": mode} if routing == "gateway" else {"mode": mode}
     return load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                  "metadata": {"name": "chat", "namespace": "ns"},
                  "spec": {"model": "m", "replicas": replicas, "speculative": {"method": "mtp", "numSpeculativeTokens": 3},
@@ -19,8 +19,11 @@ def _sd(routing: str = "gateway", replicas: int = 3) -> object:
 
 
 def test_the_canary_gets_its_replica_share_only_while_it_serves() -> None:
-    sd = _sd(replicas=3)
-    assert canary_weight(sd, True) == 25 and canary_weight(sd, False) == 0
+    surge = _sd(replicas=3, mode="surge")  # one canary pod beside three stable ones
+    assert canary_weight(surge, True) == 25 and canary_weight(surge, False) == 0
+    default = _sd(replicas=3)  # auto: the canary pod replaces one of the three
+    assert canary_weight(default, True) == 33 and canary_weight(default, False) == 0
+    assert canary_weight(_sd(replicas=1), True) == 50  # auto with one replica is surge: it cannot give up its pod
 
 
 def test_only_this_deployments_backends_are_reweighted() -> None:

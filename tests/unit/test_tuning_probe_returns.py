@@ -3,13 +3,14 @@ probe does not win over it, the proven N is tried again rather than lost for the
 benchmark run: gen-old-gpu-eagle3-38 seed 1, where N=7 was proven +13% and rolled back to probe N=5,
 expected +14%; N=5 was then rolled back in its turn, expected to trail 7, and 7 came back and was
 promoted). The replay follows the model: when a change to it takes another path, pick a run that probes
-again."""
+again. It was found with a surge canary beside three stable pods."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from specpilot_harness.bench import cli
+from specpilot_harness.bench.simulate import Fleet
 from specpilot_harness.bench.strategies import run_tuner
 from specpilot_harness.sim.profile import load_profiles
 
@@ -19,6 +20,6 @@ PROFILES = Path(cli.__file__).parent / "profiles" / "generated-dev.json"
 def test_a_proven_canary_comes_back_after_a_failed_probe() -> None:
     profile = load_profiles(PROFILES.read_text())["gen-old-gpu-eagle3-38"]
     assert profile.default_n == 3 and profile.goodput(7) > 1.1 * profile.goodput(3)
-    run = run_tuner(profile, seed=1)
+    run = run_tuner(profile, seed=1, fleet=Fleet(3, "surge"))
     assert run.tried[:3] == [7, 5, 7]  # 7 proven, rolled back to probe 5, then back
     assert run.chosen_n == 7 and run.promotions == [(3, 7)], run

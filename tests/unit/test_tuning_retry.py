@@ -14,9 +14,12 @@ from specpilot.tuning import ActionKind, TunerState, step
 from specpilot.tuning.judge import judge
 from specpilot.tuning.observations import WindowRecord
 from specpilot_harness.bench import cli, strategies
+from specpilot_harness.bench.simulate import Fleet
 from specpilot_harness.sim.profile import load_profiles
 
 PROFILES = Path(cli.__file__).parent / "profiles"
+# The replays below were found with a surge canary (the one beside three stable pods).
+SURGE = Fleet(3, "surge")
 
 
 def _windows(first: int, count: int, gain: float, noise: float, seed: int) -> list[WindowRecord]:
@@ -58,8 +61,8 @@ def _drive(windows: int, split: str, name: str, seed: int,
     """A replay of one benchmark run for `windows` windows; every window's state goes through its status
     JSON and back, as after an operator restart."""
     profile = load_profiles((PROFILES / f"{split}.json").read_text())[name]
-    dep = strategies._deployment(profile, seed, windows)
-    tuning = strategies.bench_tuning(profile, mode)
+    dep = strategies._deployment(profile, seed, windows, SURGE)
+    tuning = strategies.bench_tuning(profile, mode, SURGE)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     actions: list[tuple[str, int | None, str]] = []
     promotions: list[tuple[int, int]] = []

@@ -10,9 +10,12 @@ from specpilot.tuning import ActionKind, Phase, TunerState, step
 from specpilot.tuning.machine import _borrowed
 from specpilot.tuning.observations import WindowRecord
 from specpilot_harness.bench import cli, strategies
+from specpilot_harness.bench.simulate import Fleet
 from specpilot_harness.sim.profile import load_profiles
 
 PROFILES = Path(cli.__file__).parent / "profiles"
+# The replays below were found with a surge canary (the one beside three stable pods).
+SURGE = Fleet(3, "surge")
 SCHEDULE = [[1, 32, 7], [33, 4096, 3]]
 
 
@@ -58,8 +61,8 @@ def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled(
     # starts with N=7's windows at the light loads. Every window's state goes through its status JSON, as
     # after an operator restart.
     profile = load_profiles((PROFILES / "mixed-load.json").read_text())["mix-tp-mtp-2004"]
-    dep = strategies._deployment(profile, 1, 48)
-    tuning = strategies.bench_tuning(profile, "schedule")
+    dep = strategies._deployment(profile, 1, 48, SURGE)
+    tuning = strategies.bench_tuning(profile, "schedule", SURGE)
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
     promoted = []
     for _ in range(48):

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from specpilot.api.models import Canary, Tuning
+from specpilot.api.models import Canary, Tuning, canary_pods
 
 from specpilot_harness.sim.profile import ProfileError, load_profiles
 
@@ -89,10 +89,11 @@ def _fleet_args(p: argparse.ArgumentParser) -> None:
                    help="stable pods of the simulated deployment (default %(default)s): a Service spreads their "
                         "traffic over the canary's pod too, so a surge canary lowers every pod's load (R=1: to "
                         "half)")
-    p.add_argument("--canary-mode", choices=CANARY_MODES, default="surge",
-                   help="the spec's tuning.canary.mode (default surge: the canary's pod comes on top of the "
-                        "stable's; replace: the stable gives one up while the canary runs, so every pod keeps "
-                        "its load and a canary is measured at the load a promotion will serve; needs R >= 2)")
+    p.add_argument("--canary-mode", choices=CANARY_MODES, default="auto",
+                   help="the spec's tuning.canary.mode (default auto, as in the spec: replace when R >= 2, else "
+                        "surge; surge: the canary's pod comes on top of the stable's; replace: the stable gives "
+                        "one up while the canary runs, so every pod keeps its load and a canary is measured at "
+                        "the load a promotion will serve; needs R >= 2)")
 
 
 def _fleet(args: argparse.Namespace, err: Console) -> Fleet | None:
@@ -104,7 +105,7 @@ def _fleet(args: argparse.Namespace, err: Console) -> Fleet | None:
         err.print("[red]error:[/red] --canary-mode replace needs --stable-replicas of at least 2 (a stable pod "
                   "always serves)")
         return None
-    return Fleet(args.stable_replicas, args.canary_mode)
+    return Fleet(args.stable_replicas, canary_pods(args.canary_mode, args.stable_replicas, 1))
 
 
 def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:

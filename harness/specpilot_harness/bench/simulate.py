@@ -36,7 +36,7 @@ from typing import get_args
 
 import numpy as np
 
-from specpilot.api.models import CanaryMode
+from specpilot.api.models import CanaryMode, CanaryPods, canary_pods
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.speculative import OFF, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
@@ -54,10 +54,11 @@ CANARY_MODES: tuple[str, ...] = get_args(CanaryMode)
 class Fleet:
     """How a simulated deployment runs its pods: the stable replicas, and where a canary's pod comes from
     (surge: beside them, every pod runs lighter while it serves; replace: one of them, every pod runs at the
-    load it ran before, and while the canary starts the stable's remaining pods carry more)."""
+    load it ran before, and while the canary starts the stable's remaining pods carry more): the spec's
+    tuning.canary.mode as it applies to these replicas (`canary_pods`)."""
 
     stable_replicas: int = STABLE_PODS
-    canary_mode: CanaryMode = "surge"
+    canary_mode: CanaryPods = canary_pods("auto", STABLE_PODS, 1)
 
 Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
 
@@ -93,7 +94,7 @@ class Deployment:
     stable_n: int
     stable_pods: int = STABLE_PODS
     canary_pods: int = 1
-    canary_mode: CanaryMode = "surge"  # Fleet.canary_mode
+    canary_mode: CanaryPods = "surge"  # Fleet.canary_mode
     window_s: float = 300.0
     restart_s: float = 240.0
     horizon: int = 48  # windows a benchmark run lasts (strategies stop measuring there)

@@ -124,7 +124,18 @@ class Accelerator(_Model, engine_config.Accelerator):
 
 # single: one N; schedule: the tuner also learns, canaries and serves an N per batch-size range.
 TuningMode = Literal["single", "schedule"]
-CanaryMode = Literal["surge", "replace"]
+# How a canary's pods are found: surge adds them, replace takes them from the stable track, auto replaces
+# wherever a stable pod would be left serving.
+CanaryMode = Literal["auto", "surge", "replace"]
+CanaryPods = Literal["surge", "replace"]
+
+
+def canary_pods(mode: CanaryMode, replicas: int, canary_replicas: int) -> CanaryPods:
+    """What `mode` does for a deployment of `replicas` pods and a canary of `canary_replicas`: auto is
+    replace when a stable pod keeps serving beside the canary, else surge (one pod cannot give itself up)."""
+    if mode == "auto":
+        return "replace" if replicas >= canary_replicas + 1 else "surge"
+    return mode
 
 
 class ScheduleEntry(_Model):
@@ -253,11 +264,12 @@ class Canary(_Model):
                                 "gateway: by backend weights of the HTTPRoute named in httpRoute.")
     http_route: str | None = Field(None, max_length=253, description="HTTPRoute to weight when trafficRouting is gateway.")
     mode: CanaryMode = Field(
-        "surge", description="surge: the canary's pods come on top of the stable ones (spare GPUs needed), and "
-                             "every pod runs lighter while it serves; replace: the stable track gives up "
-                             "canary.replicas pods while the canary runs and rolls without a surge, so the GPU "
-                             "count never grows and a canary is measured at the load a promotion will serve "
-                             "(needs replicas >= canary.replicas + 1).")
+        "auto", description="auto: replace when replicas >= canary.replicas + 1, else surge; surge: the "
+                            "canary's pods come on top of the stable ones (spare GPUs needed), and every pod "
+                            "runs lighter while it serves; replace: the stable track gives up canary.replicas "
+                            "pods while the canary runs and rolls without a surge, so the GPU count never grows "
+                            "and a canary is measured at the load a promotion will serve (needs replicas >= "
+                            "canary.replicas + 1).")
 
 
 class Tuning(_Model):

@@ -3,13 +3,14 @@
 surge: the canary's pods come on top of the stable ones and a rollout starts a new pod before an old one
 stops (spare GPUs needed). replace: while a canary runs the stable track gives up canary.replicas pods, and
 every rollout stops an old pod before starting its replacement, so the GPU count never grows (the CRD
-requires replicas >= canary.replicas + 1, so a stable pod always serves)."""
+requires replicas >= canary.replicas + 1, so a stable pod always serves). auto, the default, is replace
+wherever that holds: GPUs to spare are rare, and a canary is then measured at the load it will serve."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..api.models import SpeculativeDeployment
+from ..api.models import SpeculativeDeployment, canary_pods
 from .names import Track
 
 SURGE = {"maxSurge": 1, "maxUnavailable": 0}  # a new pod must be Ready before an old one stops
@@ -17,7 +18,8 @@ NO_SURGE = {"maxSurge": 0, "maxUnavailable": 1}  # an old pod stops first: no sp
 
 
 def replacing(sd: SpeculativeDeployment) -> bool:
-    return sd.spec.tuning.enabled and sd.spec.tuning.canary.mode == "replace"
+    canary = sd.spec.tuning.canary
+    return sd.spec.tuning.enabled and canary_pods(canary.mode, sd.spec.replicas, canary.replicas) == "replace"
 
 
 def track_replicas(sd: SpeculativeDeployment, track: Track, canary_running: bool) -> int:
