@@ -11,6 +11,7 @@ import pytest
 from specpilot.api.validate import load
 from specpilot.controller.traffic import canary_weight
 from specpilot.render import render, render_track
+from specpilot.render.replicas import placement
 from specpilot_harness.sandbox.errors import ApiError
 from specpilot_harness.sandbox.pod_security import admit_pod
 from specpilot_harness.sandbox.rollout import rolling_sizes
@@ -135,3 +136,6 @@ def test_the_default_mode_replaces_where_a_stable_pod_keeps_serving_and_surges_w
                  "metadata": {"name": "q", "namespace": "llm"},
                  "spec": {"model": "m", "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
                           "tuning": {"enabled": True}}}).spec.tuning.canary.mode == "auto"
+    # Its Event says which it became.
+    assert placement(tuned_sd("auto")) == "1 pod in place of 1 of the 3 stable (canary.mode auto)"
+    assert placement(tuned_sd("auto", replicas=1)) == "1 pod beside the 1 stable (canary.mode auto)"

@@ -130,6 +130,10 @@ def test_new_history_entries_become_events_with_their_numbers() -> None:
                                "numbers": {"stable_n": 3, "gain_pct": {"0": -40.0, "7": 12.5}}})
     assert (start.event_type, start.reason) == ("Normal", "TuningStartCanary")
     assert "against stable N=3: N=0 -40.0%, N=7 +12.5%" in start.message
+    placed = ts.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r"},
+                               placement="1 pod in place of 1 of the 3 stable (canary.mode auto)")
+    assert "r; 1 pod in place of 1 of the 3 stable (canary.mode auto)" in placed.message
+    assert "canary.mode" not in ts.decision_event(rollback, placement="1 pod beside the 3 stable").message
 
 
 def test_old_pods_at_the_same_n_are_not_the_tracks_during_a_rollout() -> None:

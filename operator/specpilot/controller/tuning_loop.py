@@ -31,6 +31,7 @@ from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import KubeError, NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
 from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
+from specpilot.render import replicas
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
@@ -221,7 +222,7 @@ class TuningLoop:
         await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable,
                                                          standing))
         for entry in ts.new_entries(old_history, state.history):
-            decision = ts.decision_event(entry, contenders)
+            decision = ts.decision_event(entry, contenders, replicas.placement(sd))
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             poster(obj, decision.reason, decision.message)  # posted in the background
         return standing

@@ -208,15 +208,18 @@ def _numbers(numbers: dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = ()) -> Decision:
-    """The Event for a history entry; a method canary's (entry["contender"]) names its method."""
+def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = (), placement: str = "") -> Decision:
+    """The Event for a history entry; a method canary's (entry["contender"]) names its method, a started
+    canary's says where its pods come from (`placement`, render.replicas.placement)."""
     action = ActionKind(entry["action"])
     reason = EVENT_REASONS[action]
     schedule = entry.get("schedule")
     served = f" schedule {schedule_text(schedule)}" if isinstance(schedule, list) and schedule else ""
     who = entry.get("contender")
     method = f" {contenders[who].method}" if isinstance(who, int) and 0 <= who < len(contenders) else ""
-    message = f"{action}{method} N={entry.get('n')}{served} (round {entry.get('round')}): {entry.get('reason', '')}"
+    pods = f"; {placement}" if placement and action == ActionKind.START_CANARY else ""
+    message = (f"{action}{method} N={entry.get('n')}{served} (round {entry.get('round')}): "
+               f"{entry.get('reason', '')}{pods}")
     numbers = _numbers(entry.get("numbers") or {})
     return Decision("Warning" if action == ActionKind.ROLLBACK else "Normal", reason,
                     f"{message}. {numbers}" if numbers else message)

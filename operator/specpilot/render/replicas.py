@@ -22,6 +22,16 @@ def replacing(sd: SpeculativeDeployment) -> bool:
     return sd.spec.tuning.enabled and canary_pods(canary.mode, sd.spec.replicas, canary.replicas) == "replace"
 
 
+def placement(sd: SpeculativeDeployment) -> str:
+    """Where a canary's pods come from, for its Event: a user who left tuning.canary.mode at auto sees which
+    it became."""
+    canary = sd.spec.tuning.canary
+    pods = f"{canary.replicas} pod{'s' if canary.replicas > 1 else ''}"
+    if replacing(sd):
+        return f"{pods} in place of {canary.replicas} of the {sd.spec.replicas} stable (canary.mode {canary.mode})"
+    return f"{pods} beside the {sd.spec.replicas} stable (canary.mode {canary.mode})"
+
+
 def track_replicas(sd: SpeculativeDeployment, track: Track, canary_running: bool) -> int:
     canary = sd.spec.tuning.canary.replicas
     if track == "canary":
