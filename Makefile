@@ -69,7 +69,7 @@ demo: setup
 bench: setup
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --canary-mode replace
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --canary-mode surge
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5
 	$(BIN)/specpilot bench tournament --profiles harness/specpilot_harness/bench/profiles/tournaments-article.json --seeds 5
 	$(BIN)/specpilot bench judge
