@@ -83,7 +83,8 @@ def test_full_cluster_surge_canary_says_why_and_is_rolled_back(fit: Cluster) -> 
     """2 stable replicas take both GPUs: the surge canary is Unschedulable, the Tuning condition and an Event
     name the missing resource, the canary goes at progressDeadline and the stable track is untouched."""
     ns = fit.namespace("full-surge")
-    sd = tuned("full", "minimax-m3-eagle3-humaneval", candidates=[3, 7], canary={"progressDeadline": "10s"})
+    sd = tuned("full", "minimax-m3-eagle3-humaneval", candidates=[3, 7],
+               canary={"progressDeadline": "10s", "mode": "surge"})
     sd["spec"]["replicas"] = 2
     assert fit.apply(sd, ns).returncode == 0
     wait_for("2 stable pods Ready", lambda: len(ready_pods(fit, ns)) == 2)
@@ -109,12 +110,11 @@ def test_full_cluster_surge_canary_says_why_and_is_rolled_back(fit: Cluster) -> 
     wait_for("the GPUs to be free", lambda: fit.items("pods", "-n", ns) == [])
 
 
-def test_replace_mode_canary_runs_without_a_spare_gpu(fit: Cluster) -> None:
-    """The same full cluster with tuning.canary.mode replace: a stable pod makes room, the canary runs
-    and serves, and the GPU count never exceeds the 2 the cluster has."""
+def test_the_default_canary_mode_replaces_a_stable_pod_on_a_full_cluster(fit: Cluster) -> None:
+    """The same full cluster with the default tuning.canary.mode, auto, which is replace with two replicas: a
+    stable pod makes room, the canary runs and serves, and the GPU count never exceeds the 2 the cluster has."""
     ns = fit.namespace("full-replace")
-    sd = tuned("swap", "minimax-m3-eagle3-humaneval", candidates=[3, 7],
-               canary={"progressDeadline": "30s", "mode": "replace"})
+    sd = tuned("swap", "minimax-m3-eagle3-humaneval", candidates=[3, 7], canary={"progressDeadline": "30s"})
     sd["spec"]["replicas"] = 2
     assert fit.apply(sd, ns).returncode == 0
     wait_for("2 stable pods Ready", lambda: len(ready_pods(fit, ns)) == 2)
@@ -125,6 +125,8 @@ def test_replace_mode_canary_runs_without_a_spare_gpu(fit: Cluster) -> None:
                  timeout=50)
     finally:
         stop_load(load)
+    started = wait_for("the TuningStartCanary Event", lambda: events(fit, ns, "TuningStartCanary"))[0]
+    assert "1 pod in place of 1 of the 2 stable (canary.mode auto)" in started["message"]
     stable = deployment(fit, ns, "swap")
     assert stable["spec"]["replicas"] == 1
     assert stable["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
