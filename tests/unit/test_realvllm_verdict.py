@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specpilot.api.validate import validate_object
+from specpilot.api.models import canary_pods
+from specpilot.api.validate import load, validate_object
 from specpilot_harness.realvllm.plot import sweep_plot
 from specpilot_harness.realvllm.run import (REAL_METHODS, REAL_WINDOW, RealRunResult, manifest, real_options,
                                             relative_slices, sweep_manifest, sweep_noise, swept_goodput, verdict,
@@ -76,7 +77,8 @@ def test_the_real_run_pairs_its_canary_at_the_load_the_sweep_measures(method: st
     opts = real_options(method, REAL_WINDOW, tmp_path)
     tuned = manifest(opts, "tiny", tmp_path)
     assert validate_object(tuned) == []
-    assert tuned["spec"]["replicas"] >= 2 and tuned["spec"]["tuning"]["canary"]["mode"] == "replace"
+    sd = load(tuned)
+    assert canary_pods(sd.spec.tuning.canary.mode, sd.spec.replicas, sd.spec.tuning.canary.replicas) == "replace"
     assert opts.clients_per_pod * tuned["spec"]["replicas"] == opts.concurrency
     for n in opts.candidates:
         copy = sweep_manifest(opts, f"tiny-n{n}", tmp_path, n)
