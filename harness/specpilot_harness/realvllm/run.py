@@ -126,9 +126,10 @@ class RealRunResult:
 
 
 def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
-    """The CPU-sized run: from N=3, candidates 0..5, two replicas whose canary replaces one of them (the
-    default canary mode, auto, does with two), four clients. A surge canary beside one replica halves every pod's load, and on this compute-bound CPU the
-    ratio of two N moved over that octave (docs/demo.md): a replace canary is paired at the load it will serve."""
+    """The CPU-sized run: from N=3, candidates 0..5, two replicas whose canary replaces one of them (as the
+    default canary mode, auto, does with two), four clients. A surge canary beside one replica halves every
+    pod's load, and on this compute-bound CPU the ratio of two N moved over that octave (docs/demo.md): a
+    replace canary is paired at the load it will serve."""
     return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), replicas=2,
                           canary_mode="auto", concurrency=4, window=window, windows=4, tune_limit_s=720.0,
                           warmup_s=3.0, slice_s=4.0, margin=0.02, workdir=workdir)
