@@ -212,13 +212,13 @@ def test_a_canary_promising_less_than_the_floor_is_not_spent() -> None:
 
 
 def test_no_canary_starts_that_the_window_budget_would_stop_before_a_verdict() -> None:
-    # At load 128 this round tries several canaries in 48 windows; with a budget of 12 windows a canary
-    # planned with fewer than the judge's 4 paired windows left does not start: each gets its verdict.
-    _, actions = run(FakeDeployment(stable_n=3, load=128.0), TunerState.new("mtp", 3), until="converged")
+    # From N=5 at load 32 this round tries several canaries in 48 windows; with a budget of 12 windows a
+    # canary planned with fewer than the judge's 4 paired windows left does not start: each gets its verdict.
+    _, actions = run(FakeDeployment(stable_n=5, load=32.0), TunerState.new("mtp", 5), until="converged")
     assert sum(a.kind == "start_canary" for a in actions) > 1
     tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
-    dep = FakeDeployment(stable_n=3, load=128.0)
-    state, actions = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    dep = FakeDeployment(stable_n=5, load=32.0)
+    state, actions = run(dep, TunerState.new("mtp", 5), tuning=tuning, until="converged")
     ends = _verdicts_before_stop(actions)
     assert ends and all(e in ("promote", "rollback") for e in ends)
     last = state.history[-1]
@@ -334,12 +334,12 @@ def test_a_drafter_better_only_at_the_light_loads_seen_first_is_not_promoted() -
 
 
 def test_a_round_stopped_by_its_budget_is_not_reopened_on_the_same_load_mix() -> None:
-    # At load 256 the round wants more canaries than 12 windows allow. When the cooldown ends, the same
+    # From N=4 at load 256 the round wants more canaries than 12 windows allow. When the cooldown ends, the same
     # load mix is no reason for a new round: that would make the budget a mere pause. (A load mix that
     # moves does open one: test_load_drift_returns_to_observing.)
     tuning = Tuning.model_validate({**TUNING.model_dump(by_alias=True), "maxWindowsPerRound": 12})
-    dep = FakeDeployment(stable_n=3, load=256.0)
-    state, _ = run(dep, TunerState.new("mtp", 3), tuning=tuning, until="converged")
+    dep = FakeDeployment(stable_n=4, load=256.0)
+    state, _ = run(dep, TunerState.new("mtp", 4), tuning=tuning, until="converged")
     assert "window budget of the round spent" in state.history[-1]["reason"]
     state, actions = run(dep, state, tuning=tuning, windows=12)
     assert all(a.kind == "hold" and a.reason == "converged" for a in actions[4:]) and state.round == 1
