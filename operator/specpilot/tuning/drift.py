@@ -3,7 +3,7 @@
 The reference is the stable track's tokens per step over the first REFERENCE_WINDOWS windows after
 convergence (steady state at the chosen N; the windows before it may be few, or at another N). Drift is
 the mean of the last ACCEPTANCE_WINDOWS windows departing from it by more than a relative threshold
-(spec.tuning.driftThreshold) or several standard errors of the reference's window spread, whichever is
+(spec.tuning.driftThreshold) or several standard errors of the difference of the two means, whichever is
 larger. (Load drift needs no statistic of its own: the state machine re-plans on the recent load mix, see
 `machine._converged`.)
 """
@@ -11,11 +11,11 @@ larger. (Load drift needs no statistic of its own: the state machine re-plans on
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .observations import WindowRecord
+from .observations import WindowRecord, finite
 
 # Window counts and the z bound are statistics, not policy: they set how sure a drift must be, while the
 # user's knob is how large it must be (spec.tuning.driftThreshold).
@@ -26,7 +26,19 @@ ACCEPTANCE_Z = 4.0
 
 def reference(records: Sequence[WindowRecord]) -> dict[str, float]:
     ls = np.array([r.tokens_per_step for r in records])
-    return {"l": float(ls.mean()), "l_sd": float(ls.std())}
+    return {"l": float(ls.mean()), "l_sd": float(ls.std(ddof=1)) if len(ls) > 1 else 0.0, "windows": float(len(ls))}
+
+
+def reference_from_json(d: Any) -> dict[str, float] | None:
+    """A reference read back from status (None: none yet); ValueError names what is wrong with it."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ValueError("reference is not an object")
+    out = {"l": finite(d.get("l"), "reference l", 1.0), "l_sd": finite(d.get("l_sd"), "reference l_sd", 0.0)}
+    if d.get("windows") is not None:
+        out["windows"] = finite(d["windows"], "reference windows", 2.0)
+    return out
 
 
 def detect(ref: dict[str, float], recent: Sequence[WindowRecord], threshold: float) -> str | None:
@@ -35,8 +47,14 @@ def detect(ref: dict[str, float], recent: Sequence[WindowRecord], threshold: flo
     acc = recent[-ACCEPTANCE_WINDOWS:]
     if len(acc) < ACCEPTANCE_WINDOWS:
         return None
-    l_now = float(np.mean([r.tokens_per_step for r in acc]))
-    limit = max(threshold * ref["l"], ACCEPTANCE_Z * ref["l_sd"] / math.sqrt(len(acc)))
+    ls = np.array([r.tokens_per_step for r in acc])
+    l_now = float(ls.mean())
+    # Both means are estimates, and so is the window spread, from both sets of windows: six calm reference
+    # windows (half the engine's spread) once made an 11% move of noise alone look like four standard errors,
+    # and the tuner forgot every N it had measured.
+    n_ref, n = max(ref.get("windows", REFERENCE_WINDOWS), 2.0), len(ls)
+    pooled = math.sqrt(((n_ref - 1) * ref["l_sd"] ** 2 + (n - 1) * float(ls.var(ddof=1))) / (n_ref + n - 2))
+    limit = max(threshold * ref["l"], ACCEPTANCE_Z * pooled * math.sqrt(1 / n_ref + 1 / n))
     if abs(l_now - ref["l"]) > limit:
         return f"tokens per step moved from {ref['l']:.3f} to {l_now:.3f}"
     return None

@@ -28,7 +28,7 @@ from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import TrackDrafting, propose, schedule_text
-from .state import TunerState
+from .state import LOADS_KEPT, TunerState
 from .step_model import StepModel, timings
 from .transfer import known
 
@@ -48,7 +48,6 @@ PROMOTE_MIX_WINDOWS = 16
 DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FREE: 8}
 # A canary needs the judge's MIN_WINDOWS paired windows (those it spends starting are not the budget's).
 CANARY_MIN_WINDOWS = MIN_WINDOWS
-LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
 # A proven canary is rolled back to probe a better N only while that N's expected lead over it is at most
 # this many margins: a larger lead is provable against the canary once promoted, and promoting first banks
 # the proven gain (N=2 proven +32% was rolled back to probe N=1, expected 10% ahead of it; the probe ran

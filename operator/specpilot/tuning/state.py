@@ -8,9 +8,11 @@ the decision history); nothing is cached outside it. Lists are bounded so the st
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import drift
 from .evidence import MAX_CARRIED, Evidence
 from .kinds import Phase
 from .observations import WindowRecord
@@ -19,6 +21,7 @@ from .step_model import Pair
 
 STATE_VERSION = 2
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
+LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
 
@@ -79,7 +82,7 @@ class TunerState:
             # A status written by someone else may hold more than the tuner ever keeps: what it keeps is read.
             records=[WindowRecord.from_json(r) for r in s.get("records", [])[-MAX_RECORDS:]],
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])[-MAX_PAIRS:]],
-            reference=s.get("reference"), converged_at=s.get("convergedAt"),
+            reference=drift.reference_from_json(s.get("reference")), converged_at=s.get("convergedAt"),
             converged_seq=s.get("convergedSeq"),
             converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
             schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
@@ -112,10 +115,25 @@ class TunerState:
         self.phase_since = now
 
     def add_record(self, r: WindowRecord) -> None:
-        self.records = (self.records + [r])[-MAX_RECORDS:]
+        self.records = bounded(self.records + [r])
 
     def add_pair(self, p: Pair) -> None:
         self.pairs = (self.pairs + [p])[-MAX_PAIRS:]
 
     def log(self, entry: dict[str, Any]) -> None:
         self.history = (self.history + [entry])[-MAX_HISTORY:]
+
+
+def bounded(records: list[WindowRecord]) -> list[WindowRecord]:
+    """At most MAX_RECORDS records, dropping the oldest of the track and N with the most: the stable adds one
+    every window, so dropping the oldest overall forgot what each canary measured within hours (a block
+    drafter's N=15 and 14, measured worse, were canaried again as unknown once their windows aged out). The
+    stable's latest LOADS_KEPT windows are the load mix and are never dropped. Drift resets the records."""
+    records = list(records)
+    while len(records) > MAX_RECORDS:
+        stable = [i for i, r in enumerate(records) if r.track == "stable"]
+        keep = set(stable[-LOADS_KEPT:])
+        groups = Counter((r.track, r.n) for i, r in enumerate(records) if i not in keep)
+        largest = max(groups, key=lambda g: groups[g])
+        del records[next(i for i, r in enumerate(records) if i not in keep and (r.track, r.n) == largest)]
+    return records

@@ -17,6 +17,7 @@ deterministic given the state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -163,9 +164,10 @@ def _block_curve(records: Sequence[WindowRecord], n: int, d: Draws) -> np.ndarra
     spread = BORROW_SD * np.sqrt(abs(n - src) / src)
     shift = np.zeros((m, n))
     if larger and smaller:
-        # Between two measured N that disagree, the curve is as likely the smaller's (a drop at the
-        # block's end, above N) as the larger's (the block diluted below N). A smooth move halfway was
-        # tried too: it left the neighbour below a full block looking like a tie, not worth a canary.
+        # Between two measured N that disagree, the curve is the smaller's (a drop at the block's end,
+        # above N) or the larger's (the block diluted below N), at first as likely either, then as the N
+        # measured between two others showed (`smaller_odds`). A smooth move halfway was tried too: it
+        # left the neighbour below a full block looking like a tie, not worth a canary.
         # The smaller's curve is the larger's moved by the trend of their per-position ratio, which a
         # drop in every conditional acceptance makes grow with depth. N measured above the one borrowed
         # from show how fast the curve moves with N there: then it moves no faster than
@@ -176,8 +178,25 @@ def _block_curve(records: Sequence[WindowRecord], n: int, d: Draws) -> np.ndarra
         trend = np.copysign(np.maximum(np.sign(moved) * position_shifts(records, src, max(smaller), n), 0.0),
                             moved)
         scale = between / abs(moved) if moved else 0.0
-        shift = scale * trend[None, :] * (d.between > 0)[:, None]
+        like_smaller = NormalDist().inv_cdf(1.0 - smaller_odds(records, observed))
+        shift = scale * trend[None, :] * (d.between > like_smaller)[:, None]
     return curve * np.exp(shift + spread * d.borrow[:, None])
+
+
+def smaller_odds(records: Sequence[WindowRecord], observed: Sequence[int]) -> float:
+    """Chance that an unmeasured N between two measured N that disagree has the smaller one's curve rather
+    than the larger one's (parallel drafters): Laplace's rule over the N measured between two others, each
+    counting for the neighbour its curve came closer to on the positions they share. Both are a drafter's
+    own behaviour (it accepts less once its block is full, or its whole block is diluted by its length), so
+    a block drafter found diluted at 14 between 7 and 15 is not measured down one N at a time for a cliff
+    it does not have."""
+    smaller = tests = 0
+    for a, o, b in zip(observed, observed[1:], observed[2:]):
+        to_a, to_b = abs(measured_shift(records, o, a)), abs(measured_shift(records, o, b))
+        if to_a != to_b:
+            tests += 1
+            smaller += to_a < to_b
+    return (1 + smaller) / (2 + tests)
 
 
 def position_shifts(records: Sequence[WindowRecord], a_n: int, b_n: int, depth: int) -> np.ndarray:
