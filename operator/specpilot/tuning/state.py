@@ -126,9 +126,9 @@ class TunerState:
 
 def bounded(records: list[WindowRecord]) -> list[WindowRecord]:
     """At most MAX_RECORDS records, dropping the oldest of the track and N with the most: the stable adds one
-    every window, so dropping the oldest overall forgot what each canary measured within hours (a block
-    drafter's N=15 and 14, measured worse, were canaried again as unknown once their windows aged out). The
-    stable's latest LOADS_KEPT windows are the load mix and are never dropped. Drift resets the records."""
+    every window, so dropping the oldest overall would forget what each canary measured within hours, and an
+    N measured worse could be canaried again as unknown. The stable's latest LOADS_KEPT windows are the load
+    mix and are never dropped. Drift resets the records."""
     records = list(records)
     while len(records) > MAX_RECORDS:
         stable = [i for i, r in enumerate(records) if r.track == "stable"]
