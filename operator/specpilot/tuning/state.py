@@ -21,7 +21,8 @@ from .step_model import Pair
 
 STATE_VERSION = 2
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
-LOADS_KEPT = 48  # recent stable windows whose loads make the mix the planner weighs: the present, not all history
+# Recent stable windows whose loads make the mix the planner weighs: the present, not all history.
+LOADS_KEPT = 48
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
 

@@ -188,8 +188,8 @@ def smaller_odds(records: Sequence[WindowRecord], observed: Sequence[int]) -> fl
     than the larger one's (parallel drafters): Laplace's rule over the N measured between two others, each
     counting for the neighbour its curve came closer to on the positions they share. Both are a drafter's
     own behaviour (it accepts less once its block is full, or its whole block is diluted by its length), so
-    a block drafter found diluted at 14 between 7 and 15 is not measured down one N at a time for a cliff
-    it does not have."""
+    a block drafter found diluted at 14 between 7 and 15 is believed diluted between 7 and 14 too, at odds
+    of 2 to 1 rather than even."""
     smaller = tests = 0
     for a, o, b in zip(observed, observed[1:], observed[2:]):
         to_a, to_b = abs(measured_shift(records, o, a)), abs(measured_shift(records, o, b))
