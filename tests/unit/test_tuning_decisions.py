@@ -169,11 +169,13 @@ def test_judge_keeps_analysing_a_promising_canary_past_its_windows() -> None:
 
 def test_judge_weighs_loads_by_the_round_mix_not_by_the_windows_it_saw() -> None:
     # Half the windows at 256 sequences, which carry almost all the throughput: light-load windows alone
-    # are no verdict, however many. N=1 loses to 3 at both loads: once two heavy windows show it, with the
-    # doubt of two windows, it is rolled back without waiting for a third (a promotion would wait).
+    # are no verdict, however many. N=1 loses to 3 at both loads (its pods 5% slower than the prior's at
+    # 256): once two heavy windows show it, with the doubt of two windows, it is rolled back without waiting
+    # for a third (a promotion would wait).
     loads = [4.0] * 6 + [256.0] * 6
     stable = windows(3, 4.0, 4) + windows(3, 256.0, 3, start=4)
-    canary = [record(i, "canary", snapshot(1, 4.0 if i < 4 else 256.0), 300.0) for i in range(7)]
+    canary = [record(i, "canary", snapshot(1, 4.0) if i < 4 else snapshot(1, 256.0, slow=1.05), 300.0)
+              for i in range(7)]
     v = judge(stable, canary[:4], loads, "throughput", 0.02, 0.95, 6)
     assert v.decision == "continue" and "waiting for loads" in v.reason
     v = judge(stable, canary[:6], loads, "throughput", 0.02, 0.95, 6)
