@@ -39,7 +39,10 @@ def whole_n(value: Any, what: str) -> int:
 def finite(value: Any, what: str, least: float = -math.inf) -> float:
     """A number read back from a status: finite (JSON's 1e400 reads as infinity) and at least `least`,
     else ValueError."""
-    x = float(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} {value!r} is not a number") from None
     if not math.isfinite(x) or x < least:
         raise ValueError(f"{what} {value!r} is not a finite number of at least {least:g}")
     return x
