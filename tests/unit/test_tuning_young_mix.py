@@ -31,15 +31,22 @@ def test_a_shorter_n_measured_worse_at_light_loads_waits_for_heavier_ones() -> N
     assert "6 of the 16 windows" in reason and "less at loads heavier than seen" in reason
 
 
-def test_a_longer_n_measured_worse_at_heavy_loads_waits_for_lighter_ones() -> None:
+def test_lighter_loads_not_seen_yet_matter_to_latency_not_to_throughput() -> None:
+    # A longer N gains at lighter loads. Throughput weighs a window by the tokens it served, most at the
+    # heavy loads seen; latency weighs each sequence's speed, highest at light loads.
     loads = [64.0, 256.0, 64.0, 256.0]
-    reason = young_mix_wait(loads, drafting(3, 7), TUNING, LOSS)
+    assert young_mix_wait(loads, drafting(3, 7), TUNING, LOSS) is None
+    latency = TUNING.model_copy(update={"objective": "latency"})
+    reason = young_mix_wait(loads, drafting(3, 7), latency, LOSS)
     assert reason is not None and "more at loads lighter than seen" in reason
+    assert young_mix_wait(loads, drafting(7, 2), latency, LOSS) is None
 
 
 def test_nothing_unseen_can_help_the_canary_so_it_is_rolled_back() -> None:
-    # A longer N gains at lighter loads, and none is lighter than one sequence per pod.
+    # A longer N under throughput, and under latency with nothing lighter than one sequence per pod.
     assert young_mix_wait([1.0, 4.0, 1.0, 4.0], drafting(3, 7), TUNING, LOSS) is None
+    latency = TUNING.model_copy(update={"objective": "latency"})
+    assert young_mix_wait([1.0, 4.0, 1.0, 4.0], drafting(3, 7), latency, LOSS) is None
 
 
 def test_a_steady_load_or_a_mix_seen_long_enough_does_not_wait() -> None:

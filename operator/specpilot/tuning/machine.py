@@ -125,21 +125,26 @@ def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:
 
 def young_mix_wait(loads: list[float], drafting: TrackDrafting, tuning: Tuning, v: Verdict) -> str | None:
     """Why a canary the judge would roll back on its numbers keeps analysing for now (None: roll back):
-    the load mix holds fewer than PROMOTE_MIX_WINDOWS windows, the canary has windows left, and it drafts
-    less than the stable at loads heavier than any seen yet (or more at lighter ones), where it would gain.
-    The judge weighs only the loads the mix has shown; a heavy hour not shown yet may carry most of the
-    goodput (a parallel drafter's N=2, truly +3.6% over its N=7 with 30% of the windows at 64-256
-    sequences per pod, measured -29% in 4 windows at 1-4 and was never tried again that round)."""
+    the load mix holds fewer than PROMOTE_MIX_WINDOWS windows and has shown more than one level (a steady
+    load is not waited on), the canary has windows left, and it would gain at the loads not seen yet that
+    weigh most in the objective. The judge weighs only the loads the mix has shown; a heavy hour not shown
+    yet may carry most of the throughput (a parallel drafter's N=2, truly +3.6% over its N=7 with 30% of the
+    windows at 64-256 sequences per pod, measured -29% in 4 windows at 1-4 and was never tried again that
+    round). Throughput weighs a window by the tokens its pods served, so heavier loads than seen matter and
+    a canary drafting less there may gain; latency weighs each sequence's speed, fastest at light loads, so
+    lighter ones matter and a canary drafting more there may gain."""
     if len(loads) >= PROMOTE_MIX_WINDOWS or v.windows >= EXTEND * tuning.canary.windows \
             or len(load_octaves(loads)[0]) < 2:
         return None
-    heavier, lighter = max(loads) * 2.0, min(loads) / 2.0
-    if drafting.direction(heavier) < 0:
+    if tuning.objective == "throughput":
+        if drafting.direction(max(loads) * 2.0) >= 0:
+            return None
         where = "less at loads heavier than seen"
-    elif lighter >= 1.0 and drafting.direction(lighter) > 0:
-        where = "more at loads lighter than seen"
     else:
-        return None
+        lighter = min(loads) / 2.0
+        if lighter < 1.0 or drafting.direction(lighter) <= 0:
+            return None
+        where = "more at loads lighter than seen"
     return (f"{v.reason}; waiting: load mix seen in {len(loads)} of the {PROMOTE_MIX_WINDOWS} windows, and the "
             f"canary speculates {where}, where it may gain")
 
