@@ -5,6 +5,7 @@ writes."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,16 @@ def test_spread_within_cycles_is_the_noise() -> None:
     # Comparing two swept N is comparing two noisy means: the allowance is that of their difference.
     judged = verdict(result(jumpy, 0, []))
     assert judged["comparison_noise"] == pytest.approx(2 ** 0.5 * judged["noise"])
+
+
+def test_three_cycles_widen_the_interval_as_students_t_does() -> None:
+    # Three slices only guess their own spread: a 95% interval on their mean is 4.30 standard errors (t with
+    # two degrees of freedom), not 2. A CI run's sweep of three cycles had put it at half that.
+    slices = {0: [110.0, 100.0, 90.0], 3: [90.0, 100.0, 110.0]}
+    assert sweep_noise(result(slices, 0, [])) == pytest.approx(4.30 * 0.1 / 3 ** 0.5, rel=1e-3)
+    many = {0: [110.0, 90.0] * 10, 3: [90.0, 110.0] * 10}
+    assert sweep_noise(result(many, 0, [])) == pytest.approx(2.0 * statistics.stdev([1.1, 0.9] * 10) / 20 ** 0.5,
+                                                             rel=1e-3)
 
 
 def test_verdict_scores_the_final_n_and_each_promotion_against_the_sweep() -> None:

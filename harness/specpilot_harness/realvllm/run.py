@@ -66,8 +66,11 @@ ROLLOUT_TIMEOUT_S = 300.0
 # machine to itself while measured, and the machine's drift between minutes hits every N alike. The spread
 # of an N's slices gives the sweep's own noise.
 SWEEP_CYCLES = 3
-# z for the sweep's noise: the half-width of a 95% interval on each N's mean.
-NOISE_Z = 2.0
+# Student's t for a 95% interval on each N's mean, by degrees of freedom (its slices less one). With three
+# cycles the spread itself is a guess from three numbers: z = 2 took it as known and put the interval at half
+# its width, and a CI run then failed a tuner whose N sat inside the sweep's true noise.
+# Beyond the table t is within a tenth of 2.
+NOISE_T = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
 REAL_METHODS = ("draft_model", "ngram")
 # Windows scaled for CPU: a pod serves 100-600 tokens/s, so 5 s hold hundreds to thousands of tokens and
 # hundreds of drafts per pod, enough for per-position counts (docs/demo.md).
@@ -191,7 +194,7 @@ def sweep_noise(result: RealRunResult) -> float:
     """The sweep's own noise: the largest 95% half-width of one N's mean relative slice. Comparing two N (the
     tuner's against the best) takes the half-width of a difference of two such means, sqrt(2) times this
     (`verdict`'s comparison_noise); the best of six noisy means is, if anything, biased up besides."""
-    widths = [NOISE_Z * statistics.stdev(r) / len(r) ** 0.5 / max(statistics.fmean(r), 1e-9)
+    widths = [NOISE_T.get(len(r) - 1, 2.0) * statistics.stdev(r) / len(r) ** 0.5 / max(statistics.fmean(r), 1e-9)
               for r in relative_slices(result.swept_slices).values() if len(r) >= 2]
     return max(widths, default=0.0)
 
