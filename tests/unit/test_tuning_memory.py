@@ -1,17 +1,24 @@
 """What the tuner remembers of a long-running deployment: an acceptance drift is a move beyond the windows'
 own spread (a false one makes it forget every N it measured), what a canary measured outlives the stable's
-older windows, and a block drafter's curve between two measured N follows what the N measured between two
-others showed."""
+older windows, a running canary keeps every window of its analysis, and a block drafter's curve between two
+measured N follows what the N measured between two others showed."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specpilot.tuning import drift, transfer
+from specpilot.api.models import canary_pods
+from specpilot.tuning import ActionKind, drift, step, transfer
+from specpilot.tuning.judge import EXTEND
 from specpilot.tuning.observations import WindowRecord
 from specpilot.tuning.state import LOADS_KEPT, MAX_RECORDS, TunerState
 from specpilot.tuning.transfer import Draws, sample_lengths, smaller_odds
+from specpilot_harness.bench import cli, strategies
+from specpilot_harness.bench.simulate import Fleet
+from specpilot_harness.sim.profile import load_profiles
 
 
 def _windows(ls: list[float], first: int = 0) -> list[WindowRecord]:
@@ -74,6 +81,66 @@ def test_a_canary_s_windows_outlive_the_stable_s_older_ones() -> None:
     assert sum(r.n == 15 for r in state.records) == 6 and sum(r.n == 14 for r in state.records) == 6
     stable = [r.seq for r in state.records if r.track == "stable"]
     assert stable[-LOADS_KEPT:] == list(range(seq - LOADS_KEPT + 1, seq + 1))  # the load mix: the latest
+
+
+def _window(state: TunerState, seq: int, canary_n: int | None) -> None:
+    state.add_record(WindowRecord(seq=seq, track="stable", n=7, drafts=1000.0, accepted_per_pos=(500.0,),
+                                  tokens_per_step=1.5, step_s=0.02, load=32.0))
+    if canary_n is not None:
+        state.add_record(WindowRecord(seq=seq, track="canary", n=canary_n, drafts=1000.0,
+                                      accepted_per_pos=(400.0,), tokens_per_step=1.4, step_s=0.02, load=32.0))
+
+
+def test_a_running_canary_keeps_every_window_of_its_analysis_in_a_full_status() -> None:
+    state = TunerState.new("dflash", 7)
+    for seq in range(1, 301):  # a day of the stable alone: the records are full
+        _window(state, seq, None)
+    state.canary_n, state.analysis_from_seq = 5, 301
+    for seq in range(301, 341):  # 40 windows of analysis (a retry's, or one extended to EXTEND x 12)
+        _window(state, seq, 5)
+    assert len(state.records) == MAX_RECORDS
+    canary = [r.seq for r in state.records if r.track == "canary"]
+    stable = {r.seq for r in state.records if r.track == "stable"}
+    assert canary == list(range(301, 341)) and set(canary) <= stable
+    # Ended, its windows are dropped like any other N's, the largest group first.
+    state.canary_n, state.analysis_from_seq = None, None
+    for seq in range(341, 441):
+        _window(state, seq, None)
+    assert len(state.records) == MAX_RECORDS and 0 < sum(r.track == "canary" for r in state.records) < 40
+    # An analysis longer than the records hold keeps its latest windows.
+    state.canary_n, state.analysis_from_seq = 4, 441
+    for seq in range(441, 541):
+        _window(state, seq, 4)
+    assert len(state.records) == MAX_RECORDS
+    assert [r.seq for r in state.records if r.track == "canary"] == list(range(481, 541))
+
+
+def test_a_retry_in_a_day_old_deployment_reaches_its_verdict() -> None:
+    # An old-GPU block drafter in schedule mode: after two rounds the records are full when the retry of
+    # an unproven schedule starts. Its own windows used to age out of status as they came, so the judge saw
+    # its latest 16 and said "promising" until the round's budget stopped it 49 windows later.
+    profile = load_profiles((Path(cli.__file__).parent / "profiles" / "mixed-load.json").read_text())[
+        "mix-old-gpu-dflash-2007"]
+    fleet = Fleet(3, canary_pods("auto", 3, 1))
+    dep = strategies._deployment(profile, 2, 120, fleet)
+    tuning = strategies.bench_tuning(profile, "schedule", fleet)
+    state = TunerState.new(profile.method, profile.default_n, now=dep.now)
+    retry_at, ended = None, None
+    for w in range(120):
+        state, action = step(state, tuning, dep.window(), dep.now)
+        if action.kind == ActionKind.START_CANARY:
+            dep.start_canary(action.n, action.schedule)
+            if action.reason.startswith("retry:"):
+                retry_at = w
+        elif action.kind == ActionKind.PROMOTE:
+            dep.promote(action.n, action.schedule)
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            dep.remove_canary()
+            if retry_at is not None and ended is None:
+                ended = action
+    assert retry_at is not None and ended is not None
+    assert ended.kind == ActionKind.ROLLBACK, ended.reason
+    assert f"after {EXTEND * tuning.canary.windows} windows with 18 carried windows" in ended.reason
 
 
 def _block(seq: int, n: int, curve: list[float]) -> WindowRecord:

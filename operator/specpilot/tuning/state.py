@@ -116,7 +116,8 @@ class TunerState:
         self.phase_since = now
 
     def add_record(self, r: WindowRecord) -> None:
-        self.records = bounded(self.records + [r])
+        running = self.analysis_from_seq if self.canary_n is not None else None
+        self.records = bounded(self.records + [r], running)
 
     def add_pair(self, p: Pair) -> None:
         self.pairs = (self.pairs + [p])[-MAX_PAIRS:]
@@ -125,16 +126,26 @@ class TunerState:
         self.history = (self.history + [entry])[-MAX_HISTORY:]
 
 
-def bounded(records: list[WindowRecord]) -> list[WindowRecord]:
+def bounded(records: list[WindowRecord], running_from: int | None = None) -> list[WindowRecord]:
     """At most MAX_RECORDS records, dropping the oldest of the track and N with the most: the stable adds one
     every window, so dropping the oldest overall would forget what each canary measured within hours, and an
     N measured worse could be canaried again as unknown. The stable's latest LOADS_KEPT windows are the load
-    mix and are never dropped. Drift resets the records."""
+    mix and are never dropped. Drift resets the records.
+
+    Nor is the running canary's analysis (both tracks' records from window `running_from`): it is the judge's
+    evidence. Dropped with the rest, a day-old deployment's canary kept only its latest 16 windows, so its
+    verdict never came and the round's budget stopped it "promising" after 49. Only when the analysis alone
+    passes MAX_RECORDS (more than 60 windows) does its oldest record go."""
     records = list(records)
     while len(records) > MAX_RECORDS:
         stable = [i for i, r in enumerate(records) if r.track == "stable"]
         keep = set(stable[-LOADS_KEPT:])
+        if running_from is not None:
+            keep |= {i for i, r in enumerate(records) if r.seq >= running_from}
         groups = Counter((r.track, r.n) for i, r in enumerate(records) if i not in keep)
+        if not groups:
+            del records[0]
+            continue
         largest = max(groups, key=lambda g: groups[g])
         del records[next(i for i, r in enumerate(records) if i not in keep and (r.track, r.n) == largest)]
     return records
