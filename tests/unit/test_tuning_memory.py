@@ -5,16 +5,19 @@ measured N follows what the N measured between two others showed."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from specpilot.api.models import canary_pods
-from specpilot.tuning import ActionKind, drift, step, transfer
-from specpilot.tuning.judge import EXTEND
+from specpilot.tuning import ActionKind, drift, machine, step, transfer
+from specpilot.tuning.judge import EXTEND, Verdict, out_of_room, paired
+from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
-from specpilot.tuning.state import LOADS_KEPT, MAX_RECORDS, TunerState
+from specpilot.tuning.state import ANALYSIS_KEPT, LOADS_KEPT, MAX_RECORDS, TunerState
 from specpilot.tuning.transfer import Draws, sample_lengths, smaller_odds
 from specpilot_harness.bench import cli, strategies
 from specpilot_harness.bench.simulate import Fleet
@@ -168,3 +171,42 @@ def test_a_block_drafter_found_diluted_between_two_n_is_believed_diluted_between
     cliff = full + [_block(10 + s, 15, [s * 0.8 for s in CURVE]) for s in range(6)] \
         + [_block(20 + s, 14, CURVE) for s in range(6)]
     assert smaller_odds(cliff, [7, 14, 15]) == pytest.approx(2 / 3)
+
+
+def test_an_undecided_canary_ends_when_status_holds_no_more_of_its_windows() -> None:
+    promising = Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, ANALYSIS_KEPT, "promising: measured +2.0%")
+    ended = out_of_room(promising, ANALYSIS_KEPT)
+    assert ended.decision == Ruling.ROLLBACK and ended.inconclusive
+    assert ended.reason == f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds of one canary " \
+                           "(measured +2.0%)"
+    assert out_of_room(dataclasses.replace(promising, windows=ANALYSIS_KEPT - 1), ANALYSIS_KEPT).decision \
+        == Ruling.CONTINUE
+    promoted = dataclasses.replace(promising, decision=Ruling.PROMOTE)
+    assert out_of_room(promoted, ANALYSIS_KEPT) == promoted
+
+
+def test_a_canary_allowed_more_windows_than_status_holds_still_gets_a_verdict(monkeypatch: Any) -> None:
+    # 30 windows, so up to 90 while promising, and a round budget that would not stop it: a canary the judge
+    # keeps calling promising used to keep analysing on the latest 60 windows status holds, for good.
+    def promising(stable: Any, canary: Any, *args: Any, **kwargs: Any) -> Verdict:
+        return Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, len(paired(stable, canary)), "promising")
+    monkeypatch.setattr(machine, "judge", promising)
+    profile = next(iter(load_profiles((Path(cli.__file__).parent / "profiles" / "article.json").read_text()).values()))
+    fleet = Fleet(3, canary_pods("auto", 3, 1))
+    dep = strategies._deployment(profile, 0, 200, fleet)
+    tuning = strategies.bench_tuning(profile, "single", fleet)
+    tuning = tuning.model_copy(update={"max_windows_per_round": 1000,
+                                       "canary": tuning.canary.model_copy(update={"windows": 30})})
+    state = TunerState.new(profile.method, profile.default_n, now=dep.now)
+    started, ended = None, None
+    for w in range(200):
+        state, action = step(state, tuning, dep.window(), dep.now)
+        if action.kind == ActionKind.START_CANARY:
+            dep.start_canary(action.n, action.schedule)
+            started = w if started is None else started
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            ended = ended or (w, action.reason)
+            break
+    assert started is not None and ended is not None
+    assert ended[1].startswith(f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds")
+    assert ended[0] - started <= ANALYSIS_KEPT + 3

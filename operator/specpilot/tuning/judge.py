@@ -40,7 +40,7 @@ estimate, not in the windows above, and its boundary is drawn at half the error 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from statistics import NormalDist
 from typing import Protocol, Sequence
@@ -124,6 +124,19 @@ class Verdict:
         return {"decision": self.decision, "gain_pct": pct(self.gain), "lower_pct": pct(self.lower),
                 "upper_pct": pct(self.upper), "windows": self.windows, "carried": self.carried,
                 "reason": self.reason}
+
+
+def out_of_room(v: Verdict, room: int) -> Verdict:
+    """`v`, or an inconclusive rollback when the canary is still undecided with `room` windows of its own:
+    all that status holds of one canary's analysis. Past that its oldest windows go as new ones come, the
+    windows the judge counts stop growing, and a canary allowed more (EXTEND x a configured `windows` above
+    a sixth of the room) would stay "promising" for good; a method canary's windows count against no
+    round's budget."""
+    if v.decision != Ruling.CONTINUE or v.windows < room:
+        return v
+    return replace(v, decision=Ruling.ROLLBACK, inconclusive=True,
+                   reason=f"inconclusive after {v.windows} windows, all that status holds of one canary "
+                          f"(measured {v.gain:+.1%})")
 
 
 def health_problem(stable: TrackWindow | None, canary: TrackWindow | None, error_gate: float) -> str | None:

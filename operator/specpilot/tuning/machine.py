@@ -23,12 +23,13 @@ from specpilot.api.models import Tuning, duration_seconds
 from specpilot_runtime.speculative import METHODS, Family, max_n
 
 from . import drift, evidence
-from .judge import EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_octaves, paired, promotion_power
+from .judge import (EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_octaves, out_of_room, paired,
+                    promotion_power)
 from .kinds import ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import TrackDrafting, propose, schedule_text
-from .state import LOADS_KEPT, TunerState
+from .state import ANALYSIS_KEPT, LOADS_KEPT, TunerState
 from .step_model import StepModel, timings
 from .transfer import known
 
@@ -312,8 +313,8 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     assert state.canary_n is not None
     drafting = TrackDrafting(state.method, state.stable_n, state.stable_schedule, state.canary_n,
                              state.canary_schedule)
-    v = judge(round_stable, carried + canary, loads, tuning.objective, tuning.promotion_margin, tuning.confidence,
-              tuning.canary.windows, len(carried), drafting)
+    v = out_of_room(judge(round_stable, carried + canary, loads, tuning.objective, tuning.promotion_margin,
+                          tuning.confidence, tuning.canary.windows, len(carried), drafting), ANALYSIS_KEPT)
     numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
     if v.decision != Ruling.CONTINUE:
         _carry(state, tuning, v, ev, paired(round_stable, canary))

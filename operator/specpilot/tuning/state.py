@@ -23,6 +23,8 @@ STATE_VERSION = 2
 MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
 # Recent stable windows whose loads make the mix the planner weighs: the present, not all history.
 LOADS_KEPT = 48
+# A running canary's analysed windows status holds: its records and the stable's of the same windows.
+ANALYSIS_KEPT = MAX_RECORDS // 2
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
 
@@ -134,8 +136,8 @@ def bounded(records: list[WindowRecord], running_from: int | None = None) -> lis
 
     Nor is the running canary's analysis (both tracks' records from window `running_from`): it is the judge's
     evidence. Dropped with the rest, a day-old deployment's canary kept only its latest 16 windows, so its
-    verdict never came and the round's budget stopped it "promising" after 49. Only when the analysis alone
-    passes MAX_RECORDS (more than 60 windows) does its oldest record go."""
+    verdict never came and the round's budget stopped it "promising" after 49. Only an analysis longer than
+    ANALYSIS_KEPT windows loses its oldest records (the judge then ends it: `judge.out_of_room`)."""
     records = list(records)
     while len(records) > MAX_RECORDS:
         stable = [i for i, r in enumerate(records) if r.track == "stable"]

@@ -41,7 +41,7 @@ from specpilot.api.models import SpeculativeDeploymentSpec, Tuning, duration_sec
 from specpilot_runtime.speculative import METHODS, OFF
 
 from . import machine
-from .judge import health_problem, judge
+from .judge import health_problem, judge, out_of_room
 from .kinds import ActionKind, Phase, Ruling
 from .machine import Action, record_window
 from .observations import MAX_N, Observations, TrackWindow, WindowRecord, has_traffic, record
@@ -463,8 +463,8 @@ def _analyse(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Se
     if problem:
         return _failed(tour, inner, problem, now)
     loads = machine.load_mix(inner)
-    v = judge(_stable_records(inner), tour.records, loads, tuning.objective, tuning.promotion_margin,
-              tuning.confidence, tuning.canary.windows)
+    v = out_of_room(judge(_stable_records(inner), tour.records, loads, tuning.objective, tuning.promotion_margin,
+                          tuning.confidence, tuning.canary.windows), MAX_RECORDS)
     numbers = {"verdict": v.to_json()}
     since = tour.analysis_from_seq or inner.seq
     if v.decision == Ruling.CONTINUE and v.windows < tuning.canary.windows \
