@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specpilot.api.models import canary_pods
-from specpilot.tuning import ActionKind, drift, machine, step, transfer
+from specpilot.api.models import Canary, TuningMode, canary_pods
+from specpilot.tuning import Action, ActionKind, drift, machine, step, transfer
 from specpilot.tuning.judge import EXTEND, Verdict, out_of_room, paired
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
@@ -118,32 +118,64 @@ def test_a_running_canary_keeps_every_window_of_its_analysis_in_a_full_status() 
     assert [r.seq for r in state.records if r.track == "canary"] == list(range(481, 541))
 
 
-def test_a_retry_in_a_day_old_deployment_reaches_its_verdict() -> None:
-    # An old-GPU block drafter in schedule mode: after two rounds the records are full when the retry of
-    # an unproven schedule starts. Its own windows used to age out of status as they came, so the judge saw
-    # its latest 16 and said "promising" until the round's budget stopped it 49 windows later.
-    profile = load_profiles((Path(cli.__file__).parent / "profiles" / "mixed-load.json").read_text())[
-        "mix-old-gpu-dflash-2007"]
+def _replay(profiles: str, name: str | None, seed: int, windows: int, mode: TuningMode,
+            update: dict[str, Any] | None = None) -> list[tuple[int, Action]]:
+    """Every action but holding and analysing of the tuner over the bench's simulated deployment, by window."""
+    loaded = load_profiles((Path(cli.__file__).parent / "profiles" / profiles).read_text())
+    profile = loaded[name] if name else next(iter(loaded.values()))
     fleet = Fleet(3, canary_pods("auto", 3, 1))
-    dep = strategies._deployment(profile, 2, 120, fleet)
-    tuning = strategies.bench_tuning(profile, "schedule", fleet)
+    dep = strategies._deployment(profile, seed, windows, fleet)
+    tuning = strategies.bench_tuning(profile, mode, fleet).model_copy(update=update or {})
     state = TunerState.new(profile.method, profile.default_n, now=dep.now)
-    retry_at, ended = None, None
-    for w in range(120):
+    actions = []
+    for w in range(windows):
         state, action = step(state, tuning, dep.window(), dep.now)
         if action.kind == ActionKind.START_CANARY:
             dep.start_canary(action.n, action.schedule)
-            if action.reason.startswith("retry:"):
-                retry_at = w
         elif action.kind == ActionKind.PROMOTE:
             dep.promote(action.n, action.schedule)
         elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
             dep.remove_canary()
-            if retry_at is not None and ended is None:
-                ended = action
-    assert retry_at is not None and ended is not None
+        if action.kind not in (ActionKind.HOLD, ActionKind.KEEP_ANALYSING):
+            actions.append((w, action))
+    return actions
+
+
+def test_a_retry_in_a_day_old_deployment_reaches_its_verdict() -> None:
+    # An old-GPU block drafter in schedule mode: after two rounds the records are full when the retry of
+    # an unproven schedule starts. Its own windows used to age out of status as they came, so the judge saw
+    # its latest 16 and said "promising" until the round's budget stopped it 49 windows later.
+    actions = [a for _, a in _replay("mixed-load.json", "mix-old-gpu-dflash-2007", 2, 120, "schedule")]
+    retry = next(i for i, a in enumerate(actions) if a.reason.startswith("retry:"))
+    ended = actions[retry + 1]
     assert ended.kind == ActionKind.ROLLBACK, ended.reason
-    assert f"after {EXTEND * tuning.canary.windows} windows with 18 carried windows" in ended.reason
+    assert f"after {EXTEND * Canary().windows} windows with 18 carried windows" in ended.reason
+
+
+def test_an_undecided_canary_ends_when_status_holds_no_more_of_its_windows() -> None:
+    promising = Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, ANALYSIS_KEPT, "promising: measured +2.0%")
+    ended = out_of_room(promising, ANALYSIS_KEPT)
+    assert ended.decision == Ruling.ROLLBACK and ended.inconclusive
+    assert ended.reason == f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds of one canary " \
+                           "(measured +2.0%)"
+    assert out_of_room(dataclasses.replace(promising, windows=ANALYSIS_KEPT - 1), ANALYSIS_KEPT).decision \
+        == Ruling.CONTINUE
+    promoted = dataclasses.replace(promising, decision=Ruling.PROMOTE)
+    assert out_of_room(promoted, ANALYSIS_KEPT) == promoted
+
+
+def test_a_canary_allowed_more_windows_than_status_holds_still_gets_a_verdict(monkeypatch: Any) -> None:
+    # 30 windows, so up to 90 while promising, and a round budget that would not stop it: a canary the judge
+    # keeps calling promising used to keep analysing on the latest 60 windows status holds, for good.
+    def promising(stable: Any, canary: Any, *args: Any, **kwargs: Any) -> Verdict:
+        return Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, len(paired(stable, canary)), "promising")
+    monkeypatch.setattr(machine, "judge", promising)
+    actions = _replay("article.json", None, 0, 200, "single",
+                      {"max_windows_per_round": 1000, "canary": Canary(analysis_window="5m", windows=30)})
+    (started, start), (ended, end) = actions[:2]
+    assert start.kind == ActionKind.START_CANARY and end.kind == ActionKind.ROLLBACK
+    assert end.reason.startswith(f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds")
+    assert ended - started <= ANALYSIS_KEPT + 3
 
 
 def _block(seq: int, n: int, curve: list[float]) -> WindowRecord:
@@ -172,41 +204,3 @@ def test_a_block_drafter_found_diluted_between_two_n_is_believed_diluted_between
         + [_block(20 + s, 14, CURVE) for s in range(6)]
     assert smaller_odds(cliff, [7, 14, 15]) == pytest.approx(2 / 3)
 
-
-def test_an_undecided_canary_ends_when_status_holds_no_more_of_its_windows() -> None:
-    promising = Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, ANALYSIS_KEPT, "promising: measured +2.0%")
-    ended = out_of_room(promising, ANALYSIS_KEPT)
-    assert ended.decision == Ruling.ROLLBACK and ended.inconclusive
-    assert ended.reason == f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds of one canary " \
-                           "(measured +2.0%)"
-    assert out_of_room(dataclasses.replace(promising, windows=ANALYSIS_KEPT - 1), ANALYSIS_KEPT).decision \
-        == Ruling.CONTINUE
-    promoted = dataclasses.replace(promising, decision=Ruling.PROMOTE)
-    assert out_of_room(promoted, ANALYSIS_KEPT) == promoted
-
-
-def test_a_canary_allowed_more_windows_than_status_holds_still_gets_a_verdict(monkeypatch: Any) -> None:
-    # 30 windows, so up to 90 while promising, and a round budget that would not stop it: a canary the judge
-    # keeps calling promising used to keep analysing on the latest 60 windows status holds, for good.
-    def promising(stable: Any, canary: Any, *args: Any, **kwargs: Any) -> Verdict:
-        return Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, len(paired(stable, canary)), "promising")
-    monkeypatch.setattr(machine, "judge", promising)
-    profile = next(iter(load_profiles((Path(cli.__file__).parent / "profiles" / "article.json").read_text()).values()))
-    fleet = Fleet(3, canary_pods("auto", 3, 1))
-    dep = strategies._deployment(profile, 0, 200, fleet)
-    tuning = strategies.bench_tuning(profile, "single", fleet)
-    tuning = tuning.model_copy(update={"max_windows_per_round": 1000,
-                                       "canary": tuning.canary.model_copy(update={"windows": 30})})
-    state = TunerState.new(profile.method, profile.default_n, now=dep.now)
-    started, ended = None, None
-    for w in range(200):
-        state, action = step(state, tuning, dep.window(), dep.now)
-        if action.kind == ActionKind.START_CANARY:
-            dep.start_canary(action.n, action.schedule)
-            started = w if started is None else started
-        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            ended = ended or (w, action.reason)
-            break
-    assert started is not None and ended is not None
-    assert ended[1].startswith(f"inconclusive after {ANALYSIS_KEPT} windows, all that status holds")
-    assert ended[0] - started <= ANALYSIS_KEPT + 3
