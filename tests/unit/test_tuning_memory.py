@@ -130,12 +130,7 @@ def _replay(profiles: str, name: str | None, seed: int, windows: int, mode: Tuni
     actions = []
     for w in range(windows):
         state, action = step(state, tuning, dep.window(), dep.now)
-        if action.kind == ActionKind.START_CANARY:
-            dep.start_canary(action.n, action.schedule)
-        elif action.kind == ActionKind.PROMOTE:
-            dep.promote(action.n, action.schedule)
-        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
+        dep.apply(action)
         if action.kind not in (ActionKind.HOLD, ActionKind.KEEP_ANALYSING):
             actions.append((w, action))
     return actions

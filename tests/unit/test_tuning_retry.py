@@ -71,13 +71,9 @@ def _drive(windows: int, split: str, name: str, seed: int, mode: str = "single",
         state = TunerState.from_status(status, method=profile.method, stable_n=dep.stable_n)
         state, a = step(state, tuning, dep.window(), dep.now)
         actions.append((a.kind, a.n, a.reason))
-        if a.kind == ActionKind.START_CANARY:
-            dep.start_canary(a.n, a.schedule)
-        elif a.kind == ActionKind.PROMOTE:
+        if a.kind == ActionKind.PROMOTE:
             promotions.append((dep.stable_n, a.n))
-            dep.promote(a.n, a.schedule)
-        elif a.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
+        dep.apply(a)
     return state, actions, promotions
 
 

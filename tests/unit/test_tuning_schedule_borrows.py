@@ -69,13 +69,9 @@ def test_a_schedule_canary_is_promoted_with_the_earlier_canary_s_windows_pooled(
         state = TunerState.from_status(json.loads(json.dumps(state.to_status())), method=profile.method,
                                        stable_n=dep.stable_n)
         state, a = step(state, tuning, dep.window(), dep.now)
-        if a.kind == ActionKind.START_CANARY:
-            dep.start_canary(a.n, a.schedule)
-        elif a.kind == ActionKind.PROMOTE:
+        if a.kind == ActionKind.PROMOTE:
             promoted.append((a.n, a.schedule, a.reason))
-            dep.promote(a.n, a.schedule)
-        elif a.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
+        dep.apply(a)
     assert len(promoted) == 1
     n, schedule, reason = promoted[0]
     assert (n, schedule) == (7, [[1, 32, 7], [33, 128, 5], [129, 4096, 3]]) and "with 10 carried windows" in reason

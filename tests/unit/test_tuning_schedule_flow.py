@@ -34,14 +34,10 @@ def _run(seed: int, mode: TuningMode) -> tuple[TunerState, list[tuple[float, flo
     promotions = []
     for _ in range(WINDOWS):
         state, action = step(state, tuning, dep.window(), dep.now)
-        if action.kind == ActionKind.START_CANARY:
-            dep.start_canary(action.n, action.schedule)
-        elif action.kind == ActionKind.PROMOTE:
-            before = _goodput(dep.stable_n, dep.stable_schedule)
-            dep.promote(action.n, action.schedule)
+        before = _goodput(dep.stable_n, dep.stable_schedule)
+        dep.apply(action)
+        if action.kind == ActionKind.PROMOTE:
             promotions.append((before, _goodput(dep.stable_n, dep.stable_schedule)))
-        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
     return state, promotions
 
 

@@ -37,6 +37,7 @@ from typing import get_args
 import numpy as np
 
 from specpilot.api.models import CanaryMode, CanaryPods, canary_pods
+from specpilot.tuning import Action, ActionKind
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.speculative import OFF, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
@@ -135,6 +136,16 @@ class Deployment:
         self.stable_schedule = _copy(schedule)
         self.canary_n = None
         self.canary_schedule = None
+
+    def apply(self, action: Action) -> None:
+        """What the tuner's action asks of the deployment, done as the operator does it (holding and
+        analysing change nothing)."""
+        if action.kind == ActionKind.START_CANARY and action.n is not None:
+            self.start_canary(action.n, action.schedule)
+        elif action.kind == ActionKind.PROMOTE and action.n is not None:
+            self.promote(action.n, action.schedule)
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
+            self.remove_canary()
 
     def _track(self, p: Profile, n: int, load: float, serve_s: float, pods: int, jitter: float,
                shared: float, schedule: Schedule | None = None) -> tuple[Snapshot, float, int]:

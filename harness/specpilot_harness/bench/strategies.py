@@ -85,13 +85,10 @@ def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: Tun
                 break
             tried.append(action.n)
             schedule_canaries += schedule is not None
-            dep.start_canary(action.n, schedule)
         elif action.kind == ActionKind.PROMOTE and action.n is not None:
             promotions.append((dep.stable_n, action.n))
             promoted_schedules.append(schedule)
-            dep.promote(action.n, schedule)
-        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
+        dep.apply(action)
     # What the deployment serves at the end (the applied actions; the tuner's state.stable_n and
     # state.stable_schedule say the same when every action was applied).
     return Run(dep.stable_n, tried, dep.exploration_cost(), promotions, dep.stable_schedule, state.schedule,
