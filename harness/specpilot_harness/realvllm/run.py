@@ -69,7 +69,7 @@ SWEEP_CYCLES = 3
 # Student's t for a 95% interval on each N's mean, by degrees of freedom (its slices less one). With three
 # cycles the spread itself is a guess from three numbers: z = 2 took it as known and put the interval at half
 # its width, and a CI run then failed a tuner whose N sat inside the sweep's true noise.
-# Beyond the table t is within a tenth of 2.
+# Beyond the table (10 degrees of freedom or more) t is 2.23 at most, and 2 is used.
 NOISE_T = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
 REAL_METHODS = ("draft_model", "ngram")
 # Windows scaled for CPU: a pod serves 100-600 tokens/s, so 5 s hold hundreds to thousands of tokens and

@@ -130,7 +130,7 @@ def out_of_room(v: Verdict, room: int) -> Verdict:
     """`v`, or an inconclusive rollback when the canary is still undecided with `room` windows of its own:
     all that status holds of one canary's analysis. Past that its oldest windows go as new ones come, the
     windows the judge counts stop growing, and a canary allowed more (EXTEND x a configured `windows` above
-    a sixth of the room) would stay "promising" for good; a method canary's windows count against no
+    a third of the room) would stay "promising" for good; a method canary's windows count against no
     round's budget."""
     if v.decision != Ruling.CONTINUE or v.windows < room:
         return v
