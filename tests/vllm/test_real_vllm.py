@@ -138,11 +138,16 @@ def test_a_schedule_drafts_k_by_the_running_batch_size(serve: Any, tiny_models: 
     alone = scrape(server)
     one = vm.delta(start, alone)
     assert one.drafts > 0 and one.drafted_per_pos == (one.drafts,) * 4, one
-    complete_all(server)  # three at once: steps run one, two or three sequences
-    together = vm.delta(alone, scrape(server))
-    assert together.drafted_per_pos is not None and together.drafted_per_pos[0] == together.drafts
-    # How many steps overlap depends on how busy the machine is (on two loaded cores 69 of 116 ran alone);
-    # every step that ran beside another drafted position 1 only, and some did.
+    # Three at once: steps run one, two or three sequences. How many overlap depends on how busy the machine
+    # is (on two loaded cores 69 of 116 ran alone; on an idle CI machine once all 95), so three at once again,
+    # with longer answers, until some steps did, four times at most.
+    for _ in range(4):
+        complete_all(server, max_tokens=96)
+        together = vm.delta(alone, scrape(server))
+        assert together.drafted_per_pos is not None and together.drafted_per_pos[0] == together.drafts
+        if together.drafted_per_pos[1] < together.drafts:
+            break
+    # Every step that ran beside another drafted position 1 only, and some did.
     deep = together.drafted_per_pos[1:]
     assert len(set(deep)) == 1 and deep[0] < together.drafts, together
     assert all(a <= d for a, d in zip(together.accepted_per_pos, together.drafted_per_pos)), together
