@@ -45,13 +45,7 @@ def drive(t: bench.TournamentProfile, seed: int, windows: int, via_status: bool 
                                            method=cs[state.stable].method, stable_n=inner.stable_n)
         state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
         actions.append((a.kind, a.n, a.contender))
-        profile = profiles[a.contender] if a.contender is not None else None
-        if a.kind == ActionKind.START_CANARY:
-            dep.start_canary(a.n, profile=profile)
-        elif a.kind == ActionKind.PROMOTE:
-            dep.promote(a.n, profile=profile)
-        elif a.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
+        dep.apply(a, profiles[a.contender] if a.contender is not None else None)
     return actions, state, inner
 
 
@@ -388,11 +382,8 @@ def test_an_off_alternative_is_what_no_speculation_measured() -> None:
         state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
         if a.kind == ActionKind.START_CANARY:
             starts.append((a.n, a.contender))
-            dep.start_canary(a.n, profile=t.ordered()[a.contender] if a.contender in (0, 1) else None)
-        elif a.kind == ActionKind.PROMOTE:
-            dep.promote(a.n, profile=t.ordered()[a.contender] if a.contender in (0, 1) else None)
-        elif a.kind == ActionKind.ROLLBACK:
-            dep.remove_canary()
+        # The "off" contender (2) is the stable's drafter at N=0: it brings no profile of its own.
+        dep.apply(a, t.ordered()[a.contender] if a.contender in (0, 1) else None)
     assert (0, 2) not in starts  # N=0 of MTP measured it: no canary of "off" on top
     assert state.entries[2].measured_n == 0 and state.entries[2].gain is not None and state.entries[2].gain < 0
 

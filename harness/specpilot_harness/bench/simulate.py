@@ -137,13 +137,14 @@ class Deployment:
         self.canary_n = None
         self.canary_schedule = None
 
-    def apply(self, action: Action) -> None:
+    def apply(self, action: Action, profile: Profile | None = None) -> None:
         """What the tuner's action asks of the deployment, done as the operator does it (holding and
-        analysing change nothing)."""
+        analysing change nothing). `profile`: the drafter a method canary or promotion brings (a
+        tournament's contender; None: the stable's)."""
         if action.kind == ActionKind.START_CANARY and action.n is not None:
-            self.start_canary(action.n, action.schedule)
+            self.start_canary(action.n, action.schedule, profile)
         elif action.kind == ActionKind.PROMOTE and action.n is not None:
-            self.promote(action.n, action.schedule)
+            self.promote(action.n, action.schedule, profile)
         elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
             self.remove_canary()
 

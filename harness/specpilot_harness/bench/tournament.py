@@ -151,18 +151,14 @@ def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fl
     for _ in range(windows):
         obs = dep.window()
         state, inner, action = tour.step(state, inner, tuning, cs, obs, dep.now)
-        profile = profiles[action.contender] if action.contender is not None else None
         if action.kind == ActionKind.START_CANARY and action.n is not None:
             if run.canaries >= budget:
                 break
             run.canaries += 1
-            dep.start_canary(action.n, profile=profile)
-        elif action.kind == ActionKind.PROMOTE and action.n is not None:
-            before = (dep.profile.method, dep.stable_n)
-            dep.promote(action.n, profile=profile)
+        before = (dep.profile.method, dep.stable_n)
+        dep.apply(action, profiles[action.contender] if action.contender is not None else None)
+        if action.kind == ActionKind.PROMOTE and action.n is not None:
             run.promotions.append((before, (dep.profile.method, dep.stable_n)))
-        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
-            dep.remove_canary()
     while len(dep.costs) < dep.horizon:
         dep.window()
     run.chosen = (dep.profile.method, dep.stable_n)
