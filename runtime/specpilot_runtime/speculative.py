@@ -159,9 +159,14 @@ def schedule_k(schedule: Sequence[Sequence[int]] | None, n: int, batch_size: int
     return min(n, k if k is not None else n)
 
 
+# Characters no checkpoint name needs: C0 and C1 controls (a NUL cannot even be passed in argv), and the
+# Unicode bidirectional overrides and isolates, which make a name display other than it reads in `kubectl`,
+# Events and logs ("Trojan Source"). Regex escapes for the controls, the bidi characters themselves: Python's
+# re and the API server's Go regexp read both alike, where Go has no \u escape and Python no \x{...}.
+_HIDDEN = "\\x00-\\x1f\\x7f-\\x9f" + "\u202a-\u202e\u2066-\u2069"
 # A target or draft checkpoint (hub id or path) as vLLM takes it without reading it as a flag: no leading
-# '-', no control characters (a NUL cannot even be passed in argv). Also the CRD's pattern.
-MODEL_PATTERN = r"^[^-\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+# '-', none of the characters above. Also the CRD's pattern.
+MODEL_PATTERN = f"^[^-{_HIDDEN}][^{_HIDDEN}]*$"
 
 
 class SpeculativeConfig(BaseModel):

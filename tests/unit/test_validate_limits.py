@@ -28,6 +28,13 @@ LIMITS = [
     ("nul-in-model", {"spec.model": "Qwen/Qwen3-8B\x00"}, "spec.model", "no control characters"),
     ("control-char-in-draft", {"spec.speculative.draftModel": "z-lab/x\x07"}, "spec.speculative.draftModel",
      "no control characters"),
+    ("c1-control-in-model", {"spec.model": "Qwen/Qwen3-8B\x85"}, "spec.model", "no control characters"),
+    # U+202E shows "z-lab/Qwen-DFlash" as it reads right to left from there: a name that hides what loads.
+    ("bidi-override-in-draft", {"spec.speculative.draftModel": "z-lab/Qwen\u202e-DFlash"},
+     "spec.speculative.draftModel", "bidirectional-text overrides"),
+    ("bidi-isolate-in-alternative", {"spec.tuning": {"enabled": True, "alternatives": [
+        {"method": "draft_model", "draftModel": "org/small\u2067", "numSpeculativeTokens": 3}]}},
+     "spec.tuning.alternatives[0].draftModel", "bidirectional-text overrides"),
     ("nul-in-arg", {"spec.engine": {"args": ["--max-model-len=8\x00"]}}, "spec.engine.args[0]", "without NUL"),
     ("nul-in-env", {"spec.engine": {"env": [{"name": "A", "value": "x\x00"}]}}, "spec.engine.env[0].value",
      "without NUL"),

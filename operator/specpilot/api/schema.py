@@ -24,7 +24,7 @@ _PATTERN_HINTS = {
     DURATION_PATTERN: "a duration like 30s, 5m or 1h30m",
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
     MODEL_PATTERN: "a hub id or path that does not start with '-' (vLLM would read it as a flag) "
-                   "and has no control characters",
+                   "and has no control characters and no bidirectional-text overrides",
     IMAGE_PATTERN: "an image reference without whitespace or control characters",
     NO_NUL_PATTERN: "text without NUL characters",
     ABSOLUTE_PATH_PATTERN: "an absolute path like /data/hf-cache (no empty segments, no trailing '/')",
