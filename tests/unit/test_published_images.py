@@ -113,6 +113,7 @@ def test_serving_defaults_come_from_flags_then_environment() -> None:
     (["--image-pull-secret", "UPPER"], {}),
     ([], {"SPECPILOT_IMAGE_PULL_SECRETS": "ok,$(rm -rf /)"}),
     ([], {"SPECPILOT_RUNTIME_IMAGE": "a\tb"}),
+    ([], {"SPECPILOT_RUNTIME_IMAGE": "Me/specpilot:1"}),
 ])
 def test_bad_serving_defaults_are_refused(argv: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit):

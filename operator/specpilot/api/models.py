@@ -73,8 +73,18 @@ ABSOLUTE_PATH_PATTERN = r"^(/[^/\x00-\x1f\x7f]+)+$"
 RESERVED_MOUNT_PATHS = ("/etc/specpilot", "/dev/shm", "/opt/specpilot")
 # A Secret's name: a lower-case DNS subdomain (RFC 1123).
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-# An image reference: no whitespace, no control characters.
-IMAGE_PATTERN = r"^[^\x00-\x20\x7f]+$"
+# An image reference as container runtimes parse it (the distribution project's reference grammar): an
+# optional registry host[:port], lower-case path components, an optional tag and an optional digest, all
+# ASCII. Anything else is a pod stuck in InvalidImageName, so it is refused before a pod exists.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+# The first component names a registry only with a '.' or a port, or as localhost (otherwise docker.io's
+# path, where upper case is refused).
+_REGISTRY = (rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})+(?::[0-9]+)?|{_DOMAIN_COMPONENT}:[0-9]+"
+             r"|localhost|\[[0-9a-fA-F:]+\](?::[0-9]+)?)")
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_PATTERN = rf"^(?:{_REGISTRY}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 # Alternatives a tournament may hold: each costs a canary (and a checkpoint load) to measure.
 MAX_ALTERNATIVES = 8

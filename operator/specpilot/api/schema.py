@@ -25,7 +25,8 @@ _PATTERN_HINTS = {
     NAME_PATTERN: "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter",
     MODEL_PATTERN: "a hub id or path that does not start with '-' (vLLM would read it as a flag) "
                    "and has no control characters and no bidirectional-text overrides",
-    IMAGE_PATTERN: "an image reference without whitespace or control characters",
+    IMAGE_PATTERN: "an image reference like registry.example.com:5000/team/vllm:v0.33.0 or name@sha256:<hex> "
+                   "(lower-case path, ASCII only, no whitespace)",
     NO_NUL_PATTERN: "text without NUL characters",
     ABSOLUTE_PATH_PATTERN: "an absolute path like /data/hf-cache (no empty segments, no trailing '/')",
 }
