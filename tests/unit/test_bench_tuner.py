@@ -156,6 +156,16 @@ def run_cli(tmp_path: Path, *extra: str) -> tuple[int, Path]:
     return args.func(args), out
 
 
+def test_cli_noise_replaces_every_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specpilot_harness.bench import strategies
+
+    made: list[Deployment] = []
+    orig = strategies._deployment
+    monkeypatch.setattr(strategies, "_deployment", lambda *a, **k: made.append(orig(*a, **k)) or made[-1])
+    rc, _ = run_cli(tmp_path, "--noise", "0.2")
+    assert rc == 0 and made and {d.profile.noise for d in made} == {0.2}
+
+
 def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rc, out = run_cli(tmp_path, "--markdown", str(tmp_path / "table.md"))
     assert rc == 0

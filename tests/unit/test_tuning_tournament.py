@@ -258,6 +258,30 @@ def test_bench_cli_runs_replace_canaries_on_the_stables_pods(tmp_path: Path, mon
     assert made and all((d.canary_mode, d.stable_pods) == ("replace", 4) for d in made)
 
 
+def test_bench_cli_noise_replaces_every_entrys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specpilot_harness.bench import tournament as bench_tournament
+
+    applied = []
+    monkeypatch.setattr(bench_tournament.Deployment, "apply",
+                        lambda self, action, profile=None: applied.append((self.profile, profile)))
+    doc = json.loads((PROFILES / "tournaments-article.json").read_text())
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"tournaments": doc["tournaments"][:1]}))
+    args = cli_parser().parse_args(["bench", "tournament", "--profiles", str(src), "--seeds", "1", "--windows",
+                                    "12", "--noise", "0.25"])
+    assert args.func(args) == 0
+    # The stable's profile and every contender a canary would bring run at the new noise, not the file's 0.1.
+    seen = [p for pair in applied for p in pair if p is not None]
+    assert seen and {p.noise for p in seen} == {0.25}
+
+
+@pytest.mark.parametrize("noise", ["1", "-0.1", "nan", "inf", "x"])
+def test_bench_cli_refuses_a_noise_outside_0_to_1(noise: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        cli_parser().parse_args(["bench", "tournament", "--profiles", "t.json", "--noise", noise])
+    assert "is not a per-window sd from 0 up to (not including) 1" in capsys.readouterr().err
+
+
 def test_bench_cli_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     doc = json.loads((PROFILES / "tournaments-article.json").read_text())
     bad = doc["tournaments"][0]

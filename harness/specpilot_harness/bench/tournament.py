@@ -83,6 +83,11 @@ class TournamentProfile(BaseModel):
     def entry(self, method: str) -> Profile:
         return next(e for e in self.entries if e.method == method)
 
+    def with_noise(self, noise: float) -> "TournamentProfile":
+        """The same tournament on a machine whose per-window step-time noise is `noise` (checked by the caller)."""
+        return self.model_copy(update={"noise": noise,
+                                       "entries": [e.model_copy(update={"noise": noise}) for e in self.entries]})
+
     def ordered(self) -> list[Profile]:
         """The starting entry first (spec.speculative), then the others (spec.tuning.alternatives)."""
         return [self.entry(self.start.method)] + [e for e in self.entries if e.method != self.start.method]
