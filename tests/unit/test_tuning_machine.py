@@ -136,6 +136,21 @@ def test_json_round_trip_mid_analysis_resumes_identically() -> None:
         dep.apply(a)
 
 
+def test_a_canary_whose_n_the_user_drops_from_the_candidates_is_rolled_back() -> None:
+    dep = FakeDeployment(stable_n=3)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="analysing")
+    dropped = state.canary_n
+    edited = TUNING.model_copy(update={"candidates": [n for n in range(8) if n != dropped]})
+    # Before, the analysis went on and the promotion of an N the planner no longer scored raised KeyError,
+    # every window.
+    state, a = step(state, edited, dep.observe(), dep.now())
+    assert (a.kind, a.n) == ("rollback", dropped) and "spec.tuning.candidates" in a.reason
+    assert state.phase == "rolling_back" and state.canary_n is None
+    dep.apply(a)
+    state, actions = run(dep, state, edited)
+    assert dropped not in [a.n for a in actions if a.kind in ("start_canary", "promote")]
+
+
 def test_step_does_not_mutate_its_input() -> None:
     dep = FakeDeployment(stable_n=3)
     state = TunerState.new("mtp", 3)

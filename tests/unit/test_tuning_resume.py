@@ -79,6 +79,17 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(carried=[{**_EVIDENCE, "schedule": [[1, 4096, 9]]}]), "carried N=7 cannot run"),
     (_written(stableN=999), "stableN 999 cannot run"),
     ({k: v for k, v in _written().items() if k != "windowsInRound"}, "no 'windowsInRound'"),
+    # JSON's 1e400 reads as infinity: int() of it raised OverflowError, which no handler caught.
+    (_written(windowsInRound=float("inf")), "windowsInRound inf"),
+    (_written(tried=[float("inf")]), "tried N inf"),
+    (_written(records=[{**_RECORD, "seq": float("-inf")}]), "record seq -inf"),
+    (_written(phaseSince=float("nan")), "phaseSince nan"),
+    (_written(convergedAt=float("inf")), "convergedAt inf"),
+    (_written(pairs=[""]), "is not [N canary, N stable, load, log ratio]"),  # was an IndexError
+    (_written(blockSize=True), "blockSize True"),
+    (_written(nearTie=float("inf")), "nearTie is not a note"),
+    (_written(canaryN=None), "phase analysing has no canaryN"),  # the machine would step a canary of no N
+    (_written(records=[{**_RECORD, "l": 0}]), "record l 0"),  # a step yields a token: the judge takes log(l)
 ])
 def test_a_tampered_state_is_named_and_the_tuner_restarts_at_spec_n(tuning: Any, named: str) -> None:
     state, problem = tuning_resume.resume(tuning, SD, 200.0)

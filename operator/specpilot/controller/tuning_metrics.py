@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from specpilot.controller import metric_names as m
 from specpilot.tuning import Action, ActionKind, TrackWindow
+from specpilot.tuning.observations import finite, whole
 
 NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
 # The one mapping of the tuner's actions to `decision` label values (RESET is the controller's, never counted).
@@ -25,12 +26,18 @@ def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:
 
 
 def latest_plan(history: list[dict[str, Any]]) -> tuple[int, dict[int, float]] | None:
-    """The newest plan's stable N and its expected gain (percent) over that N for each candidate."""
+    """The newest plan's stable N and its expected gain (percent) over that N for each candidate. Entries
+    read back from a status are anyone's: one that is not a plan as the tuner writes it is passed over."""
     for entry in reversed(history):
         numbers = entry.get("numbers") or {}
-        plan = numbers.get("plan") or numbers
-        if plan.get("gain_pct") and plan.get("stable_n") is not None:
-            return int(plan["stable_n"]), {int(n): float(g) for n, g in plan["gain_pct"].items()}
+        plan = (numbers.get("plan") or numbers) if isinstance(numbers, dict) else {}
+        if not isinstance(plan, dict) or not isinstance(plan.get("gain_pct"), dict) or not plan["gain_pct"]:
+            continue
+        try:
+            return whole(plan.get("stable_n"), "plan stable_n"), {
+                whole(int(n), "plan N"): finite(g, "plan gain") for n, g in plan["gain_pct"].items()}
+        except (TypeError, ValueError):
+            continue
     return None
 
 

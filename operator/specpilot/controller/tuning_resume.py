@@ -19,6 +19,8 @@ from specpilot.tuning.state import STATE_VERSION
 
 INVALID_STATE = "TuningStateInvalid"
 _OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
+# Phases in which a canary runs: the machine steps its N.
+_CANARY_PHASES = (Phase.CANARY_STARTING, Phase.ANALYSING)
 _OPTIONAL_OBJECTS = ("reference", "schedule")
 _SCHEDULES = (("stableSchedule", "stableN"), ("canarySchedule", "canaryN"))
 # As spec.speculative.schedule: vLLM's table is short, and status must stay small.
@@ -38,6 +40,8 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
             return f"{key} {tuning.get(key)!r} is not a whole number >= 0"
     if tuning.get("canaryN") is not None and (not _int(tuning["canaryN"]) or tuning["canaryN"] < 0):
         return f"canaryN {tuning['canaryN']!r} is not a whole number >= 0"
+    if tuning["phase"] in _CANARY_PHASES and tuning.get("canaryN") is None:
+        return f"phase {tuning['phase']} has no canaryN"
     for key in _OPTIONAL_INTS:
         if tuning.get(key) is not None and not _int(tuning[key]):
             return f"{key} {tuning[key]!r} is not a whole number"
@@ -95,7 +99,7 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
                                block_size=spec.block_size)
     except KeyError as exc:  # top level or inside a record: the message names the key either way
         return f"cannot be read: no {exc.args[0]!r}"
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         return f"cannot be read: {exc}"
     for schedule_key, key in _SCHEDULES:
         if tuning.get(key) is not None:

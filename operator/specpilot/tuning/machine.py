@@ -472,6 +472,10 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
         st.canary_n = None
         st.canary_schedule = None
         return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
+    if st.phase in (Phase.CANARY_STARTING, Phase.ANALYSING) and st.canary_n not in candidates(st, tuning):
+        # The spec was edited while the canary ran: its N may no longer be promoted, so it goes now.
+        return st, _rollback(st, now, f"N={st.canary_n} is no longer among the candidates "
+                                      f"(spec.tuning.candidates)", {})
     if st.phase == Phase.CANARY_STARTING:
         return st, _canary_starting(st, tuning, obs, now)
     if st.phase == Phase.ANALYSING:

@@ -36,6 +36,14 @@ def whole_n(value: Any, what: str) -> int:
     return value
 
 
+def whole(value: Any, what: str) -> int:
+    """A count or sequence number read back from a status: a whole number >= 0 (not 1e400, which JSON reads
+    as infinity, nor true), else ValueError naming `what`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what} {value!r} is not a whole number >= 0")
+    return value
+
+
 def finite(value: Any, what: str, least: float = -math.inf) -> float:
     """A number read back from a status: finite (JSON's 1e400 reads as infinity) and at least `least`,
     else ValueError."""
@@ -137,10 +145,10 @@ class WindowRecord:
             raise ValueError(f"record track {str(d['track'])[:32]!r} is neither 'stable' nor 'canary'")
         # Counts and times are never negative (`delta` restarts them instead), and `record` floors the load at
         # one sequence per pod (the judge takes its log).
-        return cls(seq=int(d["seq"]), track=d["track"], n=whole_n(d["n"], "record n"),
+        return cls(seq=whole(d["seq"], "record seq"), track=d["track"], n=whole_n(d["n"], "record n"),
                    drafts=finite(d["drafts"], "record drafts", 0.0),
                    accepted_per_pos=tuple(finite(a, "record acc", 0.0) for a in d["acc"]),
-                   tokens_per_step=finite(d["l"], "record l", 0.0),
+                   tokens_per_step=finite(d["l"], "record l", 1.0),
                    step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
                    load=finite(d["b"], "record b", 1.0),
                    drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr),

@@ -15,7 +15,7 @@ from typing import Any
 from . import drift
 from .evidence import MAX_CARRIED, Evidence
 from .kinds import Phase
-from .observations import WindowRecord
+from .observations import WindowRecord, finite, whole, whole_n
 from .schedule import rows_from_json
 from .step_model import Pair
 
@@ -27,6 +27,7 @@ LOADS_KEPT = 48
 ANALYSIS_KEPT = MAX_RECORDS // 2
 MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
 MAX_HISTORY = 50  # decisions kept in status.tuning.history
+MAX_NOTE = 1024  # characters of a note the tuner writes itself (nearTie)
 
 
 @dataclass
@@ -75,22 +76,30 @@ class TunerState:
         carried = s.get("carried", [])
         if not isinstance(carried, list) or len(carried) > MAX_CARRIED:
             raise ValueError(f"carried is not a list of at most {MAX_CARRIED} pieces of evidence")
+        converged_at = s.get("convergedAt")
+        block_size = s.get("blockSize")
+        near_tie = s.get("nearTie")
+        if not (near_tie is None or isinstance(near_tie, str) and len(near_tie) <= MAX_NOTE):
+            raise ValueError(f"nearTie is not a note of at most {MAX_NOTE} characters")
         return cls(
-            method=s["method"], stable_n=int(s["stableN"]), block_size=s.get("blockSize"),
-            phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=int(s["round"]),
-            canaries_in_round=int(s["canariesInRound"]), windows_in_round=int(s["windowsInRound"]),
-            tried=[int(n) for n in s.get("tried", [])], probed=[int(n) for n in s.get("probed", [])],
-            seq=int(s["seq"]),
-            phase_since=float(s["phaseSince"]), analysis_from_seq=s.get("analysisFromSeq"),
+            method=s["method"], stable_n=whole(s["stableN"], "stableN"), block_size=None if block_size is None else whole_n(block_size, "blockSize"),
+            phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=whole(s["round"], "round"),
+            canaries_in_round=whole(s["canariesInRound"], "canariesInRound"),
+            windows_in_round=whole(s["windowsInRound"], "windowsInRound"),
+            tried=[whole_n(n, "tried N") for n in s.get("tried", [])],
+            probed=[whole_n(n, "probed N") for n in s.get("probed", [])],
+            seq=whole(s["seq"], "seq"),
+            phase_since=finite(s["phaseSince"], "phaseSince"), analysis_from_seq=s.get("analysisFromSeq"),
             # A status written by someone else may hold more than the tuner ever keeps: what it keeps is read.
             records=[WindowRecord.from_json(r) for r in s.get("records", [])[-MAX_RECORDS:]],
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])[-MAX_PAIRS:]],
-            reference=drift.reference_from_json(s.get("reference")), converged_at=s.get("convergedAt"),
+            reference=drift.reference_from_json(s.get("reference")),
+            converged_at=None if converged_at is None else finite(converged_at, "convergedAt"),
             converged_seq=s.get("convergedSeq"),
             converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
             schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
             canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
-            near_tie=s.get("nearTie"), carried=[Evidence.from_json(e) for e in carried],
+            near_tie=near_tie, carried=[Evidence.from_json(e) for e in carried],
             history=list(s.get("history", [])[-MAX_HISTORY:]))
 
     def to_status(self) -> dict[str, Any]:

@@ -68,6 +68,8 @@ class Pair:
     def from_json(cls, v: Sequence[float]) -> "Pair":
         """A pair read back from a status: ValueError for what the tuner never writes (an N of 10^5 would
         have the correction's matrices take 75 GiB)."""
+        if not isinstance(v, list) or len(v) != 4:
+            raise ValueError(f"pair {str(v)[:32]} is not [N canary, N stable, load, log ratio]")
         return cls(whole_n(v[0], "pair N"), whole_n(v[1], "pair N"), finite(v[2], "pair load"),
                    finite(v[3], "pair log ratio"))
 

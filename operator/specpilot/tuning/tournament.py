@@ -187,16 +187,18 @@ class Tournament:
             scale, stage_since = float(s.get("scale", 1.0)), float(s.get("stageSince", now))
             since = s.get("analysisFromSeq")
             # An infinite stageSince would hold a method canary past its progressDeadline for ever.
+            stage, canaries = Stage(s.get("stage", Stage.IDLE)), s.get("canaries", 0)
             if not (math.isfinite(scale) and scale > 0 and math.isfinite(stage_since)) \
-                    or not (since is None or _index(since, 2 ** 62)):
+                    or not (since is None or _index(since, 2 ** 62)) or not _index(canaries, 2 ** 62) \
+                    or (stage in (Stage.STARTING, Stage.ANALYSING) and canary is None):
                 return cls.new(contenders, now)
-            return cls(key=s["key"], entries=entries, stable=stable, stage=Stage(s.get("stage", Stage.IDLE)),
+            return cls(key=s["key"], entries=entries, stable=stable, stage=stage,
                        canary=canary, canary_n=canary_n if canary is not None else None,
                        stage_since=stage_since, analysis_from_seq=since,
-                       scale=scale, canaries=int(s.get("canaries", 0)),
+                       scale=scale, canaries=canaries,
                        records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:],
                        probed_off=bool(s.get("probedOff")))
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
             return cls.new(contenders, now)
 
     def to_status(self) -> dict[str, Any]:
