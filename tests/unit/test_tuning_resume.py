@@ -86,7 +86,6 @@ def test_the_tuners_own_state_resumes_as_written() -> None:
     (_written(phaseSince=float("nan")), "phaseSince nan"),
     (_written(convergedAt=float("inf")), "convergedAt inf"),
     (_written(pairs=[""]), "is not [N canary, N stable, load, log ratio]"),  # was an IndexError
-    (_written(blockSize=True), "blockSize True"),
     (_written(nearTie=float("inf")), "nearTie is not a note"),
     (_written(canaryN=None), "phase analysing has no canaryN"),  # the machine would step a canary of no N
     (_written(records=[{**_RECORD, "l": 0}]), "record l 0"),  # a step yields a token: the judge takes log(l)
@@ -100,6 +99,23 @@ def test_a_tampered_state_is_named_and_the_tuner_restarts_at_spec_n(tuning: Any,
     # Valid JSON for the status, so the next window resumes it without a word.
     assert tuning_resume.problem({**state.to_status(), "specN": 3}, SD) is None
     assert plan_tracks(SD, {"tuning": tuning}) == TrackPlan(None, None)
+
+
+def test_a_state_for_another_block_size_restarts_quietly_at_spec_n() -> None:
+    # The user edits spec.speculative.blockSize 16 -> 8 with the tuner at N=7 (valid for both): kept, the
+    # state would go on canarying and promoting N up to 15, which a block of 8 cannot run.
+    sd = SpeculativeDeployment.model_validate({
+        "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
+        "spec": {"model": "m", "speculative": {"method": "dflash", "draftModel": "z-lab/d", "blockSize": 8,
+                                                "numSpeculativeTokens": 5}, "tuning": {"enabled": True}}})
+    old = TunerState.new("dflash", 7, 16, 100.0)
+    old.tried, old.round = [15, 12], 3
+    status = {**old.to_status(), "specN": 5}
+    state, problem = tuning_resume.resume(status, sd, 200.0)
+    fresh = TunerState.new("dflash", 5, 8, 200.0)
+    assert problem is None and (state.stable_n, state.block_size, state.tried, state.round) == (5, 8, [], fresh.round)
+    assert plan_tracks(sd, {"tuning": status}) == TrackPlan(None, None)
+    assert plan_tracks(sd, {"tuning": {**state.to_status(), "specN": 5}}) == TrackPlan(5, None)
 
 
 def test_a_status_holding_more_than_the_tuner_keeps_resumes_with_what_it_keeps() -> None:

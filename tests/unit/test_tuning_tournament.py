@@ -359,7 +359,7 @@ def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forge
     cs = tour.contenders_of(sd.spec)
     good = tour.Tournament.new(cs)
     good.stable, good.canary, good.canary_n = 1, 0, 2
-    status = {"tuning": TunerState.new("dflash", 7).to_status(), "tournament": {**good.to_status(), **forged}}
+    status = {"tuning": TunerState.new("dflash", 7, 16).to_status(), "tournament": {**good.to_status(), **forged}}
     assert tour.Tournament.from_status(status["tournament"], cs).stable == 0
     plan = plan_tracks(sd, status)
     assert plan == TrackPlan(None, None)  # the tuner state is dflash's, not spec.speculative's: spec N

@@ -25,6 +25,7 @@ from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 from specpilot.tuning import tournament
+from specpilot.tuning.state import resumable
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +90,10 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     tuning = status.get("tuning")
     if tuning_resume.problem(tuning, stable) is not None:
         return TrackPlan(None, None)
-    if isinstance(tuning, dict) and tuning.get("method") not in (None, stable.spec.speculative.method):
-        # The tuner's state is another method's (the spec's method was edited, or a tournament restarted):
-        # its N are not this method's; the loop restarts from spec N.
+    speculative = stable.spec.speculative
+    if isinstance(tuning, dict) and tuning and not resumable(tuning, speculative.method, speculative.block_size):
+        # The tuner's state is another drafter's (the spec's method or block size was edited, or a tournament
+        # restarted): its N are not this drafter's; the loop restarts from spec N.
         return TrackPlan(None, None, stable_contender=tour.stable)
     plan = plan_from(True, {"tuning": tuning})
     if tour.canary is not None:

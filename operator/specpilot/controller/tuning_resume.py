@@ -15,7 +15,7 @@ from specpilot.render.engine import engine_config
 from specpilot.tuning import TunerState
 from specpilot.tuning.kinds import ActionKind, Phase
 from specpilot.tuning.machine import LOADS_KEPT
-from specpilot.tuning.state import STATE_VERSION
+from specpilot.tuning.state import resumable
 
 INVALID_STATE = "TuningStateInvalid"
 _OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
@@ -89,7 +89,7 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
     if not isinstance(tuning, dict):
         return f"status.tuning is a {type(tuning).__name__}, not an object"
     spec = sd.spec.speculative
-    if not tuning or tuning.get("version") != STATE_VERSION or tuning.get("method") != spec.method:
+    if not resumable(tuning, spec.method, spec.block_size):
         return None
     found = _shape_problem(tuning)
     if found:

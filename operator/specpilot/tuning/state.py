@@ -69,8 +69,8 @@ class TunerState:
     @classmethod
     def from_status(cls, status: dict[str, Any] | None, *, method: str, stable_n: int,
                     block_size: int | None = None, now: float = 0.0) -> "TunerState":
-        """Resume from `status.tuning`; start fresh when it is empty or was for another method."""
-        if not status or status.get("version") != STATE_VERSION or status.get("method") != method:
+        """Resume from `status.tuning`; start fresh when it is empty or another drafter's (`resumable`)."""
+        if not resumable(status, method, block_size):
             return cls.new(method, stable_n, block_size, now)
         s = status
         carried = s.get("carried", [])
@@ -135,6 +135,15 @@ class TunerState:
 
     def log(self, entry: dict[str, Any]) -> None:
         self.history = (self.history + [entry])[-MAX_HISTORY:]
+
+
+def resumable(status: Any, method: str, block_size: int | None) -> bool:
+    """Whether `status` (status.tuning) is this drafter's tuner state: this version's, for the same method
+    and draft block size. Another block size bounds N differently (a block of 16 runs N up to 15, of 8 up
+    to 7) and accepts differently, so its state restarts quietly, as a method change does: kept, its N
+    canaries and promotions could run past what the spec's block allows."""
+    return bool(status) and isinstance(status, dict) and status.get("version") == STATE_VERSION \
+        and status.get("method") == method and status.get("blockSize") == block_size
 
 
 def bounded(records: list[WindowRecord], running_from: int | None = None) -> list[WindowRecord]:
