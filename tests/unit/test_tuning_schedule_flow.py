@@ -4,6 +4,8 @@ stable track then serves it; in single mode it never does."""
 
 from __future__ import annotations
 
+import pytest
+
 from specpilot.api.models import TuningMode
 from specpilot.tuning import ActionKind, TunerState, step
 from specpilot_runtime.speculative import schedule_k
@@ -61,3 +63,34 @@ def test_single_mode_never_serves_a_schedule() -> None:
     for seed in SEEDS[:2]:
         state, _ = _run(seed, "single")
         assert state.stable_schedule is None and not any(h.get("schedule") for h in state.history)
+
+
+@pytest.mark.parametrize("when", ["canary", "served"])
+def test_switching_to_single_mode_rolls_back_a_schedule_canary_and_canaries_single_n_against_a_served_one(
+        when: str) -> None:
+    switched = 0
+    for seed in SEEDS:
+        dep = _deployment(PROFILE, seed, 4 * WINDOWS)
+        tuning = bench_tuning(PROFILE, "schedule")
+        state = TunerState.new(PROFILE.method, PROFILE.default_n, now=dep.now)
+        single = None
+        for _ in range(4 * WINDOWS):
+            state, action = step(state, tuning, dep.window(), dep.now)
+            dep.apply(action)
+            now = (state.canary_schedule is not None and state.phase == "analysing" if when == "canary"
+                   else state.stable_schedule is not None and state.canary_n is None)
+            if single is None and now:
+                # The user sets spec.tuning.mode: single while the tuner canaries (or serves) a schedule.
+                single, switched = len(state.history), switched + 1
+                tuning = bench_tuning(PROFILE, "single")
+                state, action = step(state, tuning, dep.window(), dep.now)
+                dep.apply(action)
+                if when == "canary":
+                    assert action.kind == ActionKind.ROLLBACK and "spec.tuning.mode is single" in action.reason
+        after = state.history[single:] if single is not None else []
+        # No schedule is canaried or promoted once the mode is single, and a served one is not held as
+        # converged ("serving schedule") but canaried against: a proven single N replaces it.
+        assert not any(h.get("schedule") for h in after if h["action"] in (ActionKind.START_CANARY,
+                                                                           ActionKind.PROMOTE))
+        assert not any("serving schedule" in h["reason"] for h in after)
+    assert switched

@@ -25,7 +25,7 @@ from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 from specpilot.tuning import tournament
-from specpilot.tuning.state import resumable
+from specpilot.tuning.state import same_drafter
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     if tuning_resume.problem(tuning, stable) is not None:
         return TrackPlan(None, None)
     speculative = stable.spec.speculative
-    if isinstance(tuning, dict) and tuning and not resumable(tuning, speculative.method, speculative.block_size):
+    if isinstance(tuning, dict) and tuning.get("method") is not None \
+            and not same_drafter(tuning, speculative.method, speculative.block_size):
         # The tuner's state is another drafter's (the spec's method or block size was edited, or a tournament
         # restarted): its N are not this drafter's; the loop restarts from spec N.
         return TrackPlan(None, None, stable_contender=tour.stable)

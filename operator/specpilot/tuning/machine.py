@@ -174,7 +174,7 @@ def _observe(state: TunerState, tuning: Tuning, obs: Observations, now: float, w
         # A canary started now would restart a pod and be stopped by the budget before any verdict.
         return _converge(state, tuning, now, f"window budget of the round spent: {max(left, 0)} windows left, "
                                              f"a canary needs {CANARY_MIN_WINDOWS} for a verdict", stop=True)
-    if state.stable_schedule is not None and state.schedule_tried:
+    if state.stable_schedule is not None and state.schedule_tried and tuning.mode == "schedule":
         # The schedule came from this round's single-N search and beat its result: the round is done.
         return _converge(state, tuning, now, f"serving schedule {schedule_text(state.stable_schedule)} "
                                              f"(started N={state.stable_n})")
@@ -472,10 +472,9 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
         st.canary_n = None
         st.canary_schedule = None
         return st, _converge(st, tuning, now, "window budget of the round spent", stop=True)
-    if st.phase in (Phase.CANARY_STARTING, Phase.ANALYSING) and st.canary_n not in candidates(st, tuning):
-        # The spec was edited while the canary ran: its N may no longer be promoted, so it goes now.
-        return st, _rollback(st, now, f"N={st.canary_n} is no longer among the candidates "
-                                      f"(spec.tuning.candidates)", {})
+    unwanted = _unwanted(st, tuning)
+    if unwanted:
+        return st, _rollback(st, now, unwanted, {})
     if st.phase == Phase.CANARY_STARTING:
         return st, _canary_starting(st, tuning, obs, now)
     if st.phase == Phase.ANALYSING:
@@ -490,6 +489,18 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
             return st, Action(ActionKind.HOLD, None, "waiting for the canary to go")
         st.enter(Phase.OBSERVING, now)
     return st, _observe(st, tuning, obs, now, wait)
+
+
+def _unwanted(state: TunerState, tuning: Tuning) -> str | None:
+    """Why the running canary may no longer be promoted, the spec having been edited while it ran (it goes
+    now); None when it may."""
+    if state.phase not in (Phase.CANARY_STARTING, Phase.ANALYSING):
+        return None
+    if state.canary_n not in candidates(state, tuning):
+        return f"N={state.canary_n} is no longer among the candidates (spec.tuning.candidates)"
+    if state.canary_schedule is not None and tuning.mode != "schedule":
+        return f"spec.tuning.mode is {tuning.mode}: the canary's batch-size schedule is no longer served"
+    return None
 
 
 def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
@@ -513,8 +524,9 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
         reason = f"drift: {reason}"
     elif retry is not None:
         reason = f"retry: {retry.describe()}"
-    elif state.stable_schedule is not None:
-        # A served schedule already follows the load; the planner's single-N view of it would not.
+    elif state.stable_schedule is not None and tuning.mode == "schedule":
+        # A served schedule already follows the load; the planner's single-N view of it would not. In single
+        # mode (the user switched back) single N are canaried against it, and the first proven replaces it.
         return Action(ActionKind.HOLD, state.stable_n, f"converged; serving schedule "
                                                        f"{schedule_text(state.stable_schedule)}")
     else:

@@ -77,7 +77,7 @@ class TunerState:
         if not isinstance(carried, list) or len(carried) > MAX_CARRIED:
             raise ValueError(f"carried is not a list of at most {MAX_CARRIED} pieces of evidence")
         converged_at = s.get("convergedAt")
-        block_size = s.get("blockSize")
+        block_size = s.get("blockSize", block_size)
         near_tie = s.get("nearTie")
         if not (near_tie is None or isinstance(near_tie, str) and len(near_tie) <= MAX_NOTE):
             raise ValueError(f"nearTie is not a note of at most {MAX_NOTE} characters")
@@ -137,13 +137,18 @@ class TunerState:
         self.history = (self.history + [entry])[-MAX_HISTORY:]
 
 
+def same_drafter(status: dict[str, Any], method: str, block_size: int | None) -> bool:
+    """Whether `status` (status.tuning) was written for this method and draft block size (one naming no
+    block size is taken as the spec's). Another block size bounds N differently (a block of 16 runs N up
+    to 15, of 8 up to 7) and accepts differently, so its state restarts quietly, as another method's does:
+    kept, its N canaries and promotions could run past what the spec's block allows."""
+    return status.get("method") == method and status.get("blockSize", block_size) == block_size
+
+
 def resumable(status: Any, method: str, block_size: int | None) -> bool:
-    """Whether `status` (status.tuning) is this drafter's tuner state: this version's, for the same method
-    and draft block size. Another block size bounds N differently (a block of 16 runs N up to 15, of 8 up
-    to 7) and accepts differently, so its state restarts quietly, as a method change does: kept, its N
-    canaries and promotions could run past what the spec's block allows."""
+    """Whether `status` is this drafter's tuner state, of this version."""
     return bool(status) and isinstance(status, dict) and status.get("version") == STATE_VERSION \
-        and status.get("method") == method and status.get("blockSize") == block_size
+        and same_drafter(status, method, block_size)
 
 
 def bounded(records: list[WindowRecord], running_from: int | None = None) -> list[WindowRecord]:
