@@ -39,6 +39,9 @@ PREEMPTIONS = "vllm:num_preemptions"
 LABEL_MODEL = "model_name"
 LABEL_ENGINE = "engine"
 LABEL_POSITION = "position"
+# Positions an exposition's per-position counters may have: N never reaches it (a draft block holds at most
+# 64 tokens). A pod is not trusted with more: its position "1000000000" sized a vector at 8 GB.
+MAX_POSITIONS = 64
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,13 @@ def _base_name(sample_name: str) -> str:
     return sample_name.removesuffix("_total")
 
 
+def _position(label: str) -> int:
+    """A per-position counter's position label: a whole number below MAX_POSITIONS, else ValueError."""
+    if not (label.isascii() and label.isdigit()) or int(label) >= MAX_POSITIONS:
+        raise ValueError(f"position label {label[:16]!r} is not a whole number below {MAX_POSITIONS}")
+    return int(label)
+
+
 def _vector(by_pos: dict[int, float]) -> tuple[float, ...]:
     return tuple(by_pos.get(i, 0.0) for i in range(max(by_pos) + 1)) if by_pos else ()
 
@@ -132,7 +142,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
                 raise NonFiniteSample(f"{sample.name}{sample.labels or ''} is {sample.value}")
             name = _base_name(sample.name)
             if name in per_pos and LABEL_POSITION in sample.labels:
-                per_pos[name][int(sample.labels[LABEL_POSITION])] += sample.value
+                per_pos[name][_position(sample.labels[LABEL_POSITION])] += sample.value
                 seen_per_pos.add(name)
             elif set(sample.labels) <= _SUMMED_LABELS:
                 scalars[name] += sample.value

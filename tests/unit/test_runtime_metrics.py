@@ -98,6 +98,15 @@ def test_not_an_exposition_is_refused() -> None:
         vm.parse("this is { not metrics\n")
 
 
+@pytest.mark.parametrize("position", ["64", "1000000000", "-1", "1e3", "٣", " 3"])
+def test_a_position_label_outside_what_n_can_reach_is_refused(position: str) -> None:
+    text = (f"# TYPE {vm.SPEC_ACCEPTED_PER_POS} counter\n"
+            f'{vm.SPEC_ACCEPTED_PER_POS}_total{{position="{position}"}} 1\n')
+    with pytest.raises(ValueError, match="is not a whole number below 64"):
+        vm.parse(text)
+    assert vm.parse(text.replace(f'"{position}"', '"63"')).accepted_per_pos[63] == 1.0
+
+
 def _snap(drafts: float, per_pos: tuple[float, ...], running: float = 1, gen: float = 100) -> vm.Snapshot:
     return vm.Snapshot(drafts=drafts, draft_tokens=drafts * len(per_pos), accepted_tokens=sum(per_pos),
                        accepted_per_pos=per_pos, drafted_per_pos=(drafts,) * len(per_pos),

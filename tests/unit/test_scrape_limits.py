@@ -62,6 +62,12 @@ async def _inf(request: web.Request) -> web.StreamResponse:
     return web.Response(body=GOOD.replace(b"10.0", b"+Inf"))
 
 
+async def _far_position(request: web.Request) -> web.StreamResponse:
+    """A per-position counter at position 10^9: parsed as is, it sized an 8 GB vector (the operator OOM)."""
+    return web.Response(body=GOOD + b"# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter\n"
+                                    b"vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1000000000\"} 1\n")
+
+
 @asynccontextmanager
 async def fake_pods(**routes: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> AsyncIterator[
         dict[str, PodTarget]]:
@@ -87,7 +93,8 @@ def _by_name(scrapes: list[pods.PodScrape]) -> dict[str, pods.PodScrape]:
 
 def test_huge_slow_and_non_finite_pods_cost_only_their_own_scrape() -> None:
     async def run() -> dict[str, pods.PodScrape]:
-        async with fake_pods(good=_good, huge=_huge, trickle=_trickle, nan=_nan, inf=_inf) as targets:
+        async with fake_pods(good=_good, huge=_huge, trickle=_trickle, nan=_nan, inf=_inf,
+                             far=_far_position) as targets:
             async with pods.client(LIMITS) as client:
                 return _by_name(await scrape_pods(client, list(targets.values()), limits=LIMITS))
     SENT.clear()
@@ -98,6 +105,8 @@ def test_huge_slow_and_non_finite_pods_cost_only_their_own_scrape() -> None:
     assert got["trickle"].snapshot is None and "timed out" in (got["trickle"].error or "")
     for name in ("nan", "inf"):
         assert got[name].snapshot is None and "non-finite" in (got[name].error or ""), got[name]
+    assert got["far"].snapshot is None and "position label '1000000000' is not a whole number below 64" in (
+        got["far"].error or ""), got["far"]
 
 
 def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
