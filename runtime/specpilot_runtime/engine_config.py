@@ -127,8 +127,10 @@ def data_parallel_size(args: list[str]) -> int:
         if not reserved_flags_named(arg, DATA_PARALLEL_FLAGS):
             continue
         value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-        if value.strip().isdigit():
-            size = int(value)
+        try:
+            size = int(value)  # as argparse's type=int reads it: " 2", "1_0" and "٢" are whole numbers too
+        except ValueError:
+            continue
     return size
 
 

@@ -145,6 +145,11 @@ BAD_INPUTS = [
         {"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 7},
         {"minBatchSize": 9, "maxBatchSize": 4096, "numSpeculativeTokens": 3}],
         "spec.engine": {"args": ["-dp", "4"]}}, "spec.speculative.schedule", "data parallelism > 1"),
+    # vLLM's argparse reads "٢" (an Arabic-Indic 2) as 2, as int() does; "²" is no number to either (it
+    # raised out of `specpilot validate` and the operator's admission before).
+    ("schedule-data-parallel-other-digits", {"spec.tuning.mode": "schedule",
+                                             "spec.engine": {"args": ["--data-parallel-size=\u0662"]}},
+     "spec.tuning.mode", "data parallelism > 1 (spec.engine.args asks for 2)"),
 ]
 
 
@@ -165,6 +170,8 @@ def test_data_parallelism_of_one_or_single_mode_leaves_a_schedule_alone() -> Non
     assert validate_object(with_changes({"spec.tuning.mode": "schedule",
                                          "spec.engine": {"args": ["--data-parallel-size", "1"]}})) == []
     assert validate_object(with_changes({"spec.engine": {"args": ["--data-parallel-size", "2"]}})) == []
+    assert validate_object(with_changes({"spec.tuning.mode": "schedule",
+                                         "spec.engine": {"args": ["--data-parallel-size=\u00b2"]}})) == []
 
 
 def test_there_are_at_least_25_distinct_bad_inputs() -> None:

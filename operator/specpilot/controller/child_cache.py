@@ -26,7 +26,7 @@ def _version(obj: dict[str, Any]) -> int | None:
     """The resourceVersion as a number, None when it is not one (the API calls it opaque; every real API
     server's is etcd's revision, a number). Without numbers the newest delivery wins."""
     rv = obj.get("metadata", {}).get("resourceVersion")
-    return int(rv) if isinstance(rv, str) and rv.isdigit() and len(rv) <= MAX_VERSION_DIGITS else None
+    return int(rv) if isinstance(rv, str) and rv.isascii() and rv.isdigit() and len(rv) <= MAX_VERSION_DIGITS else None
 
 
 def _newer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:

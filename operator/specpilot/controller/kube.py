@@ -134,7 +134,7 @@ def finite(value: Any) -> Any:
 
 def _retry_after(headers: Any) -> float | None:
     value = (headers or {}).get("Retry-After", "")
-    return float(value) if value.strip().isdigit() else None
+    return float(value) if value.strip().isascii() and value.strip().isdigit() else None
 
 
 class Kube:

@@ -47,7 +47,7 @@ class Rollout:
 def rollout_of(stable: dict[str, Any] | None, canary: dict[str, Any] | None, n_label: str) -> Rollout:
     def n_of(dep: dict[str, Any] | None) -> int | None:
         value = ((dep or {}).get("spec", {}).get("template", {}).get("metadata", {}).get("labels") or {}).get(n_label)
-        return int(value) if value is not None and str(value).isdigit() else None
+        return int(value) if value is not None and str(value).isascii() and str(value).isdigit() else None
 
     dep = stable or {}
     st, desired = dep.get("status") or {}, int((dep.get("spec") or {}).get("replicas", 0))

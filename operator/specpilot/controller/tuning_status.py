@@ -46,7 +46,7 @@ DRAFTED_PER_POS = "DraftedPerPosition"
 def template_n(deployment: dict[str, Any]) -> int | None:
     labels = ((deployment.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
     value = str(labels.get(N_LABEL, ""))
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def by_track(deployments: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -88,7 +88,7 @@ def pod_targets(pods: list[dict[str, Any]]) -> list[PodTarget]:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         n = labels.get(N_LABEL, "")
-        if TRACK_LABEL not in labels or not n.isdigit():
+        if TRACK_LABEL not in labels or not (n.isascii() and n.isdigit()):
             continue
         ip, port = (pod.get("status") or {}).get("podIP"), _port(pod)
         url = f"http://{ip}:{port}/metrics" if ip and port else ""
@@ -104,7 +104,7 @@ async def _fetch(client: httpx.AsyncClient, url: str, max_bytes: int) -> str:
         if resp.status_code != 200:
             raise ScrapeRefused(f"HTTP {resp.status_code}")
         declared = resp.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_bytes:
+        if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
             raise ScrapeRefused(f"exposition of {declared} bytes is larger than the {max_bytes}-byte cap")
         chunks, size = [], 0
         async for chunk in resp.aiter_bytes():
