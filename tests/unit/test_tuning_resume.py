@@ -101,6 +101,17 @@ def test_a_tampered_state_is_named_and_the_tuner_restarts_at_spec_n(tuning: Any,
     assert plan_tracks(SD, {"tuning": tuning}) == TrackPlan(None, None)
 
 
+@pytest.mark.parametrize("seam", [{"stableN": 5, "stableSchedule": 5}, {"stableSchedule": [None]},
+                                  {"canaryN": 7, "canarySchedule": {"a": 1}}, {"stableN": "x"}, {"canaryN": -1},
+                                  {"stableN": 5, "stableSchedule": [[1, 8, "x"]]}])
+def test_the_seam_renders_spec_n_for_tracks_it_cannot_read(seam: dict[str, Any]) -> None:
+    # status.tuning as the seam's other writers may put it (no method, no version): its N and schedules are
+    # rendered as written, so what is not a whole N or a schedule's rows renders spec N. {"stableSchedule":
+    # 5} raised out of every reconcile before.
+    assert plan_tracks(SD, {"tuning": seam}) == TrackPlan(None, None)
+    assert plan_tracks(SD, {"tuning": {"stableN": 5, "canaryN": 7}}) == TrackPlan(5, 7)
+
+
 def test_a_state_for_another_block_size_restarts_quietly_at_spec_n() -> None:
     # The user edits spec.speculative.blockSize 16 -> 8 with the tuner at N=7 (valid for both): kept, the
     # state would go on canarying and promoting N up to 15, which a block of 8 cannot run.

@@ -88,7 +88,8 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     tour = tournament.Tournament.from_status(status.get("tournament"), tournament.contenders_of(sd.spec))
     stable = sd.for_contender(tour.stable)
     tuning = status.get("tuning")
-    if tuning_resume.problem(tuning, stable) is not None:
+    if tuning_resume.problem(tuning, stable) is not None \
+            or isinstance(tuning, dict) and tuning_resume.track_problem(tuning) is not None:
         return TrackPlan(None, None)
     speculative = stable.spec.speculative
     if isinstance(tuning, dict) and tuning.get("method") is not None \

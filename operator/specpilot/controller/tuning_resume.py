@@ -38,8 +38,9 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
     for key in ("stableN", "round", "seq"):
         if not _int(tuning.get(key)) or tuning[key] < 0:
             return f"{key} {tuning.get(key)!r} is not a whole number >= 0"
-    if tuning.get("canaryN") is not None and (not _int(tuning["canaryN"]) or tuning["canaryN"] < 0):
-        return f"canaryN {tuning['canaryN']!r} is not a whole number >= 0"
+    found = track_problem(tuning)
+    if found:
+        return found
     if tuning["phase"] in _CANARY_PHASES and tuning.get("canaryN") is None:
         return f"phase {tuning['phase']} has no canaryN"
     for key in _OPTIONAL_INTS:
@@ -50,10 +51,6 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
             return f"{key} is not an object"
     if tuning.get("convergedAt") is not None and not isinstance(tuning["convergedAt"], Real):
         return f"convergedAt {tuning['convergedAt']!r} is not a number"
-    for key, _ in _SCHEDULES:
-        found = _schedule_shape(key, tuning.get(key))
-        if found:
-            return found
     for key in ("tried", "probed", "records", "pairs", "carried", "history"):
         if not isinstance(tuning.get(key, []), list):
             return f"{key} is not a list"
@@ -66,6 +63,20 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
             return f"{key} holds something other than objects"
     for entry in tuning.get("carried", []):
         found = _schedule_shape("carried schedule", entry.get("schedule"))
+        if found:
+            return found
+    return None
+
+
+def track_problem(tuning: dict[str, Any]) -> str | None:
+    """What makes the N and schedules `status.tuning` asks the tracks to run unreadable, whoever wrote it: the
+    reconciler renders them as written (`reconcile.plan_tracks`, the tuning loop's seam), and a schedule of
+    5 raised out of every reconcile until the loop next wrote the status."""
+    for key in ("stableN", "canaryN"):
+        if tuning.get(key) is not None and (not _int(tuning[key]) or tuning[key] < 0):
+            return f"{key} {tuning[key]!r} is not a whole number >= 0"
+    for key, _ in _SCHEDULES:
+        found = _schedule_shape(key, tuning.get(key))
         if found:
             return found
     return None
