@@ -13,14 +13,12 @@ from typing import Any
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.render.engine import engine_config
 from specpilot.tuning import TunerState
-from specpilot.tuning.kinds import ActionKind, Phase
+from specpilot.tuning.kinds import CANARY_PHASES, ActionKind, Phase
 from specpilot.tuning.machine import LOADS_KEPT
 from specpilot.tuning.state import resumable
 
 INVALID_STATE = "TuningStateInvalid"
 _OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
-# Phases in which a canary runs: the machine steps its N.
-_CANARY_PHASES = (Phase.CANARY_STARTING, Phase.ANALYSING)
 _OPTIONAL_OBJECTS = ("reference", "schedule")
 _SCHEDULES = (("stableSchedule", "stableN"), ("canarySchedule", "canaryN"))
 # As spec.speculative.schedule: vLLM's table is short, and status must stay small.
@@ -41,7 +39,7 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
     found = track_problem(tuning)
     if found:
         return found
-    if tuning["phase"] in _CANARY_PHASES and tuning.get("canaryN") is None:
+    if tuning["phase"] in CANARY_PHASES and tuning.get("canaryN") is None:
         return f"phase {tuning['phase']} has no canaryN"
     for key in _OPTIONAL_INTS:
         if tuning.get(key) is not None and not _int(tuning[key]):

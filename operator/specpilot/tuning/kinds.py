@@ -20,6 +20,10 @@ class Phase(StrEnum):
     CONVERGED = "converged"
 
 
+# Phases in which a canary runs at canary N: the machine steps it, so a state in one has a canary N.
+CANARY_PHASES = (Phase.CANARY_STARTING, Phase.ANALYSING)
+
+
 class ActionKind(StrEnum):
     """What the controller does after a window (see machine.Action); RESET only appears in the history,
     when the controller restarts the tuner (spec N edited by hand, or a status.tuning it cannot read)."""

@@ -25,7 +25,7 @@ from specpilot_runtime.speculative import METHODS, Family, max_n
 from . import drift, evidence
 from .judge import (EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_octaves, out_of_room, paired,
                     promotion_power)
-from .kinds import ActionKind, Phase, Ruling
+from .kinds import CANARY_PHASES, ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import TrackDrafting, propose, schedule_text
@@ -494,7 +494,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
 def _unwanted(state: TunerState, tuning: Tuning) -> str | None:
     """Why the running canary may no longer be promoted, the spec having been edited while it ran (it goes
     now); None when it may."""
-    if state.phase not in (Phase.CANARY_STARTING, Phase.ANALYSING):
+    if state.phase not in CANARY_PHASES:
         return None
     if state.canary_n not in candidates(state, tuning):
         return f"N={state.canary_n} is no longer among the candidates (spec.tuning.candidates)"

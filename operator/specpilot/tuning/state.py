@@ -82,7 +82,8 @@ class TunerState:
         if not (near_tie is None or isinstance(near_tie, str) and len(near_tie) <= MAX_NOTE):
             raise ValueError(f"nearTie is not a note of at most {MAX_NOTE} characters")
         return cls(
-            method=s["method"], stable_n=whole(s["stableN"], "stableN"), block_size=None if block_size is None else whole_n(block_size, "blockSize"),
+            method=s["method"], stable_n=whole(s["stableN"], "stableN"),
+            block_size=None if block_size is None else whole_n(block_size, "blockSize"),
             phase=Phase(s["phase"]), canary_n=s.get("canaryN"), round=whole(s["round"], "round"),
             canaries_in_round=whole(s["canariesInRound"], "canariesInRound"),
             windows_in_round=whole(s["windowsInRound"], "windowsInRound"),
