@@ -1,6 +1,7 @@
 """A PodRuntime (`--pod-runtime faulty_metrics:FaultyMetrics`) whose pods are healthy but whose /metrics
 is useless: pods of Deployments named `garbage...` answer 200 with an HTML page, those named `hang...`
-never answer."""
+never answer, those named `huge...` export a NaN sample under a label value of 3.5 MB (within the
+operator's 4 MiB cap on an exposition; quoted whole, the reason would outgrow a status write)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ from typing import Any
 
 from aiohttp import web
 
+HUGE_LABEL = "x" * (3500 * 1024)
+
 
 class FaultyMetrics:
     def __init__(self) -> None:
         self._runners: dict[str, web.AppRunner] = {}
 
     async def start(self, ctx: Any) -> None:
-        hang = ctx.name.startswith("hang")
+        hang, huge = ctx.name.startswith("hang"), ctx.name.startswith("huge")
 
         async def metrics(_: web.Request) -> web.Response:
             if hang:
                 await asyncio.sleep(3600)
+            if huge:
+                return web.Response(text=f'vllm:num_requests_running{{model_name="{HUGE_LABEL}"}} NaN\n')
             return web.Response(text="<html><body>502 Bad Gateway</body></html>", content_type="text/html")
 
         async def health(_: web.Request) -> web.Response:

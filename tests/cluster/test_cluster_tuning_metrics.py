@@ -1,5 +1,6 @@
-"""A metrics endpoint that returns garbage or never answers: the tuner makes no decision (nothing in
-status.tuning's history, no canary) and the Tuning condition says why, naming the pod."""
+"""A metrics endpoint that returns garbage, never answers or quotes megabytes back in its error: the tuner
+makes no decision (nothing in status.tuning's history, no canary) and the Tuning condition says why,
+naming the pod, in a message that a status write still takes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         stop_cluster(c)
 
 
-@pytest.mark.parametrize("name,says", [("garbage", "not Prometheus metrics"), ("hang", "timed out")])
+@pytest.mark.parametrize("name,says", [("garbage", "not Prometheus metrics"), ("hang", "timed out"),
+                                       ("huge", "non-finite metric")])
 def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name: str, says: str) -> None:
     ns = faulty.namespace(name)
     assert faulty.apply(tuned(name, "qwen35-122b-mtp-math500"), ns).returncode == 0
@@ -31,5 +33,6 @@ def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name
     pod = faulty.items("pods", "-n", ns)[0]["metadata"]["name"]
     assert cond["status"] == "False"
     assert pod in cond["message"] and says in cond["message"] and "no decision" in cond["message"]
+    assert len(cond["message"]) < 1024, len(cond["message"])
     assert not tuning(faulty, ns, name).get("history")
     assert deployment(faulty, ns, f"{name}-canary") is None

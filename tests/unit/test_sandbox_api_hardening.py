@@ -102,3 +102,20 @@ def test_only_requests_with_the_kubeconfig_token_over_tls_are_served(tmp_path: P
                                                           "configmaps", "-o", "name"], capture_output=True, text=True)
         assert listed.returncode == 0 and listed.stdout.strip() == "", listed.stderr
     _run(test)
+
+
+def test_sizes_are_a_real_api_servers() -> None:
+    """A write over 3 MiB is refused at the door (413), an object over etcd's 1.5 MiB at the store (500):
+    what an operator that lets pod-supplied text into a status meets on a real cluster."""
+    async def test(sandbox: Sandbox, http: httpx.AsyncClient) -> None:
+        huge = await http.post(CMS, json={**CM, "metadata": {"name": "huge"}, "data": {"a": "x" * (3 << 20)}})
+        assert huge.status_code == 413 and huge.json()["reason"] == "RequestEntityTooLarge"
+        large = await http.post(CMS, json={**CM, "metadata": {"name": "large"}, "data": {"a": "x" * (2 << 20)}})
+        assert large.status_code == 500 and "request is too large" in large.json()["message"]
+        assert (await http.get(f"{CMS}/large")).status_code == 404
+        assert (await http.post(CMS, json=CM)).status_code == 201
+        grown = await http.patch(f"{CMS}/c", json={"data": {"a": "x" * (2 << 20)}},
+                                 headers={"Content-Type": "application/merge-patch+json"})
+        assert grown.status_code == 500
+        assert (await http.get(f"{CMS}/c")).json()["data"] == {"a": "b"}  # left as it was
+    _run(test)

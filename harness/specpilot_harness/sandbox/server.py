@@ -39,6 +39,9 @@ BODY_TYPES = frozenset({"application/json", "application/yaml", "application/vnd
 PATCH_TYPES = frozenset({"application/json-patch+json", "application/merge-patch+json",
                          "application/strategic-merge-patch+json", "application/apply-patch+yaml"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+# The API server's limit on a write's body (twice etcd's object limit: JSON is larger than the protobuf
+# it stores).
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 
 
 def _refuse_constant(name: str) -> Any:
@@ -305,6 +308,8 @@ class ApiServer:
         raw = await request.read()
         if not raw:
             return {}
+        if len(raw) > MAX_REQUEST_BODY_BYTES:
+            raise ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}")
         if "protobuf" in request.content_type:
             try:
                 return protobuf.decode(raw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import re
 import uuid
 from collections import deque
@@ -34,6 +35,9 @@ LOG_SIZE = 200_000
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 FOREGROUND = "foregroundDeletion"
+# etcd's default --max-request-bytes: a larger object is refused at the write (the API server passes
+# etcd's error on as a 500, "etcdserver: request is too large"). Custom resources are stored as JSON.
+ETCD_MAX_OBJECT_BYTES = 1536 * 1024
 
 
 def now(after_s: float = 0.0) -> str:
@@ -257,6 +261,7 @@ class Store:
         self._on_create(rtype, obj)
         if dry_run:
             return obj
+        _fits_etcd(obj)
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         self._keep(rtype, okey, obj)
@@ -314,6 +319,7 @@ class Store:
         self._on_update(rtype, new, old)
         if dry_run:
             return new
+        _fits_etcd(new)
         self.rv += 1
         meta["resourceVersion"] = str(self.rv)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._terminating(rtype, new):
@@ -601,3 +607,8 @@ class Store:
 
     def all_objects(self, rtype: ResourceType) -> Iterable[dict[str, Any]]:
         return list(self._bucket(rtype).values())
+
+
+def _fits_etcd(obj: dict[str, Any]) -> None:
+    if len(json.dumps(obj, separators=(",", ":"))) > ETCD_MAX_OBJECT_BYTES:
+        raise ApiError(500, "InternalError", "etcdserver: request is too large")

@@ -16,10 +16,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from specpilot.controller.kube import EVENT_POSTERS, Kube, KubeError, NotLeader
+from specpilot.display import bounded
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "specpilot"
+# Characters of an Event's message: events.k8s.io holds a note to 1 KiB, and `kubectl describe` stays readable.
+MAX_MESSAGE = 1024
 MAX_PENDING = 1000
 
 
@@ -45,7 +48,7 @@ class EventRecorder:
             "involvedObject": {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
                                "namespace": meta["namespace"], "uid": meta["uid"],
                                "resourceVersion": meta.get("resourceVersion")},
-            "type": event_type, "reason": reason, "message": message[:1024],
+            "type": event_type, "reason": reason, "message": bounded(message, MAX_MESSAGE),
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
             "reportingInstance": self.instance, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
         }

@@ -189,8 +189,7 @@ class Reconciler:
             sd = load(obj, self.policy)
         except InvalidSpeculativeDeployment as exc:
             message = "; ".join(str(p) for p in exc.problems)
-            was = st.condition(old_status, st.SPEC_VALID) or {}
-            if was.get("status") != "False" or was.get("message") != message:
+            if not st.condition_says(old_status, st.SPEC_VALID, "False", message):
                 self.events.warning(obj, "InvalidSpec", message)
             self._write_status(path, old_status, st.invalid_status(old_status, generation, message))
             self.metrics.invalid.labels(ns, name).set(1)
@@ -276,8 +275,7 @@ class Reconciler:
                 raise
             finding = mc.Finding("Unknown", "ClaimNotReadable", f"cannot read PersistentVolumeClaim {claim} "
                                                                 f"(the operator needs persistentvolumeclaims get): {exc}")
-        was = st.condition(old_status, mc.MODEL_CACHE) or {}
-        if finding.status == "False" and (was.get("status") != "False" or was.get("message") != finding.message):
+        if finding.status == "False" and not st.condition_says(old_status, mc.MODEL_CACHE, "False", finding.message):
             self.events.warning(obj, f"ModelCache{finding.reason}", finding.message)
         return st.set_condition(conds, mc.MODEL_CACHE, finding.status, finding.reason, finding.message, generation)
 

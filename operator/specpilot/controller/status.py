@@ -6,9 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from specpilot.display import bounded
+
 READY, PROGRESSING, SPEC_VALID, TUNING, DEGRADED = "Ready", "Progressing", "SpecValid", "Tuning", "Degraded"
 PHASE_PENDING, PHASE_RUNNING, PHASE_TUNING = "Pending", "Running", "Tuning"
 PHASE_DEGRADED, PHASE_INVALID, PHASE_PAUSED = "Degraded", "Invalid", "Paused"
+# Characters of a condition's message (metav1.Condition allows 32768): enough for every reason the operator
+# gives, while text it quotes (a pod's failure, the scheduler's words, a spec value) cannot grow the object.
+MAX_MESSAGE = 4096
 
 
 def _now() -> str:
@@ -20,7 +25,7 @@ def set_condition(conditions: list[dict[str, Any]], ctype: str, status: str, rea
     """`conditions` with `ctype` set; lastTransitionTime moves only when the status value changes."""
     old = next((c for c in conditions if c.get("type") == ctype), None)
     stamp = old.get("lastTransitionTime") if old and old.get("status") == status else _now()
-    new = {"type": ctype, "status": status, "reason": reason, "message": message,
+    new = {"type": ctype, "status": status, "reason": reason, "message": bounded(message, MAX_MESSAGE),
            "lastTransitionTime": stamp, "observedGeneration": generation}
     return [c for c in conditions if c.get("type") != ctype] + [new] if old is None else \
         [new if c.get("type") == ctype else c for c in conditions]
@@ -28,6 +33,13 @@ def set_condition(conditions: list[dict[str, Any]], ctype: str, status: str, rea
 
 def condition(status: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+
+
+def condition_says(status: dict[str, Any], ctype: str, value: str, message: str) -> bool:
+    """The condition already holds this value and message, as `set_condition` stores it (cut to
+    MAX_MESSAGE): a Warning is posted once per new message, not once per reconcile of a long one."""
+    was = condition(status, ctype) or {}
+    return was.get("status") == value and was.get("message") == bounded(message, MAX_MESSAGE)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from specpilot_runtime.vllm_metrics import Snapshot, mean_acceptance_length
 
 from specpilot.api.models import Speculative
 from specpilot.controller import status as st
+from specpilot.display import some_of
 from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
@@ -96,8 +97,12 @@ def observations(deployments: list[dict[str, Any]], targets: list[PodTarget],
 
 def scrape_problem(scrapes: list[PodScrape]) -> str | None:
     """Why this window's metrics cannot be used, naming the pods; None when every scrape worked."""
-    failed = [f"{s.target.name}: {s.error}" for s in scrapes if s.snapshot is None]
-    return "; ".join(failed) if failed else None
+    by_error: dict[str, list[str]] = {}
+    for s in scrapes:
+        if s.snapshot is None:
+            by_error.setdefault(s.error or "not scraped", []).append(s.target.name)
+    # Pods failing alike (a network policy, a version skew) are said once, with a few of their names.
+    return "; ".join(f"{some_of(names)}: {error}" for error, names in by_error.items()) or None
 
 
 def edited_by_hand(tuning_status: dict[str, Any] | None, spec_n: int) -> bool:

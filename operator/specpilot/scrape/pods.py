@@ -21,6 +21,7 @@ import httpx
 from specpilot_runtime import vllm_metrics
 from specpilot_runtime.vllm_metrics import NonFiniteSample, Snapshot
 
+from specpilot.display import bounded, printable
 from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.render.pod import PORT_NAME
 
@@ -28,6 +29,8 @@ RETRIES = 2
 RETRY_PAUSE_S = 0.2
 # vLLM's exposition is tens of kB even with many engines; 4 MiB leaves ample room and bounds memory.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+# Characters of a pod's failure kept: enough for a parser's complaint and the start of the line it quotes.
+MAX_ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ async def scrape_pod(client: httpx.AsyncClient, target: PodTarget, retries: int 
     except TimeoutError:
         return PodScrape(target, None, f"timed out: no complete answer within {limits.deadline_s}s")
     except (ScrapeFailed, ScrapeRefused) as exc:
-        return PodScrape(target, None, str(exc))
+        # The message may quote the pod's own text (a label value of megabytes): it goes into a status.
+        return PodScrape(target, None, bounded(printable(str(exc)), MAX_ERROR_CHARS))
 
 
 async def scrape_pods(client: httpx.AsyncClient, targets: list[PodTarget], retries: int = RETRIES,
