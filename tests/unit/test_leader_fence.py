@@ -126,3 +126,24 @@ def test_a_burst_of_failed_renewals_shorter_than_the_deadline_keeps_the_lease(
     finally:
         elector._stop.set()
         renewer.join(5)
+
+
+@pytest.mark.parametrize("renew_time,duration,takes_over", [
+    ("9999-12-31T23:59:59.999999Z", 15, False),  # expiry past year 9999: held (it raised OverflowError)
+    ("2020-01-01T00:00:00.000000Z", 2147483647, False),
+    ("not a time", 15, True),  # unreadable: never renewed, as client-go reads it
+    ("2020-01-01T00:00:00.000000Z", None, True),  # no duration: this replica's own
+])
+def test_a_lease_written_by_hand_is_read_not_raised(monkeypatch: pytest.MonkeyPatch, renew_time: str,
+                                                    duration: int | None, takes_over: bool) -> None:
+    """Whoever may write the Lease may put any time the API server takes into it: every replica reads it as
+    held or expired, and none of them crashes out of the election."""
+    elector = _elector()
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "7"},
+             "spec": {"holderIdentity": "other", "renewTime": renew_time, "leaseDurationSeconds": duration}}
+    written: list[dict] = []
+    monkeypatch.setattr(elector.kube, "get", lambda path: lease)
+    monkeypatch.setattr(elector.kube, "replace", lambda obj: written.append(obj) or obj)
+    assert elector.try_acquire() is takes_over
+    assert [w["spec"]["holderIdentity"] for w in written] == (["me"] if takes_over else [])

@@ -39,6 +39,24 @@ def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _expired(spec: dict[str, Any], now: datetime, default_s: int) -> bool:
+    """Whether a Lease's holder stopped renewing in time. Anyone who may write the Lease may write anything
+    the API server takes into it: a renewTime it cannot read counts as never renewed (client-go reads it
+    as the zero time), one so late that its expiry is past year 9999 as held (it raised OverflowError out
+    of every replica's election, and all of them crash-looped)."""
+    duration = spec.get("leaseDurationSeconds")
+    try:
+        renewed = _parse(spec.get("renewTime"))
+    except ValueError:
+        renewed = None
+    if renewed is None:
+        return True
+    try:
+        return renewed + timedelta(seconds=duration if isinstance(duration, int) else default_s) < now
+    except OverflowError:
+        return False
+
+
 # After a failed renewal the next attempt comes this many times sooner than a regular one.
 RETRY_FRACTION = 3
 
@@ -105,8 +123,7 @@ class LeaseElector:
                 self._renewed(sent_at)
                 return True
             cur = lease.get("spec") or {}
-            renewed = _parse(cur.get("renewTime")) or datetime.min.replace(tzinfo=timezone.utc)
-            expired = renewed + timedelta(seconds=cur.get("leaseDurationSeconds", self.lease_duration_s)) < now
+            expired = _expired(cur, now, self.lease_duration_s)
             holder = cur.get("holderIdentity")
             if holder and holder != self.identity and not expired:
                 return False
