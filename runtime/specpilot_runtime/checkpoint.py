@@ -17,6 +17,9 @@ from typing import Any
 from .speculative import METHODS, Problem, SpeculativeConfig
 
 # Fields holding the number of MTP layers a target ships, in the spellings vLLM reads.
+# A model's config.json is a few kB (tens with a large label map); a file far past that is not one, and is
+# not read into memory.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MTP_LAYER_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "n_predict")
 # Target families that ship no MTP layers, so MTP without a draft model cannot work on them.
 NO_MTP_MODEL_TYPES = frozenset({
@@ -71,13 +74,19 @@ def _nested(config: Mapping[str, Any], name: str, sections: tuple[str, ...]) -> 
     return config.get(name)
 
 
+def _text(value: Any) -> str:
+    """A config.json string field; anything else (a number, a list, an object) reads as absent."""
+    return value if isinstance(value, str) else ""
+
+
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def draft_info(config: Mapping[str, Any]) -> DraftInfo:
-    archs = tuple(str(a) for a in config.get("architectures") or ())
-    model_type = str(config.get("model_type") or "")
+    listed = config.get("architectures")
+    archs = tuple(a for a in listed if isinstance(a, str)) if isinstance(listed, list) else ()
+    model_type = _text(config.get("model_type"))
     families = {architecture_family(a, model_type) for a in archs} or {architecture_family("", model_type)}
     # A checkpoint listing a specialised head and a plain LM is the head.
     family = next((f for f in _FAMILY_HINT if f in families and f != "draft_model"), "draft_model")
@@ -96,10 +105,10 @@ def target_mtp_layers(config: Mapping[str, Any]) -> int | None:
                 value = where.get(name)
                 if isinstance(value, int) and not isinstance(value, bool):
                     return value
-    model_types = {config.get("model_type")}
+    model_types = {_text(config.get("model_type"))}
     if isinstance(config.get("text_config"), Mapping):
-        model_types.add(config["text_config"].get("model_type"))
-    model_types.discard(None)
+        model_types.add(_text(config["text_config"].get("model_type")))
+    model_types.discard("")
     return 0 if model_types and model_types <= NO_MTP_MODEL_TYPES else None
 
 
@@ -163,8 +172,10 @@ def read_config(model: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise CheckpointError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes: not a model's config.json")
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # nesting deeper than the parser's stack
         raise CheckpointError(f"cannot read {path}: {e}") from e
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} is not a JSON object")

@@ -130,3 +130,23 @@ def test_unreadable_config_json_names_the_field(tmp_path: Path) -> None:
     problems = check_checkpoints("Qwen/Qwen3-8B", spec("draft_model", 4, model=str(tmp_path)))
     assert [p.path for p in problems] == ["speculative.draftModel"]
     assert "cannot read" in problems[0].message
+
+
+@pytest.mark.parametrize("text,says", [("[" * 100_000, "cannot read"), (" " * (5 << 20) + "{}", "larger than"),
+                                       ("[]", "not a JSON object")])
+def test_a_config_json_past_reading_is_a_problem_not_a_traceback(tmp_path: Path, text: str, says: str) -> None:
+    (tmp_path / "config.json").write_text(text)
+    problems = check_checkpoints("Qwen/Qwen3-8B", spec("draft_model", 4, model=str(tmp_path)))
+    assert [p.path for p in problems] == ["speculative.draftModel"] and says in problems[0].message
+
+
+@pytest.mark.parametrize("bad", [{"architectures": 5}, {"architectures": "Eagle3LlamaForCausalLM"},
+                                 {"architectures": [None, {"a": 1}]}, {"model_type": {"a": 1}},
+                                 {"model_type": ["qwen3"], "text_config": {"model_type": 7}}])
+def test_fields_of_the_wrong_type_read_as_absent(bad: dict[str, Any]) -> None:
+    """`architectures: 5` and a `model_type` object raised TypeError out of `specpilot-runtime serve`."""
+    for method in ("eagle3", "dflash", "mtp", "draft_model"):
+        n = 3
+        model = None if method == "mtp" else "/ckpt/draft"
+        assert isinstance(draft_problems(spec(method, n, model=model), bad, bad), list)
+    assert draft_info(bad).architectures == () and target_mtp_layers(bad) is None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from types import SimpleNamespace
 
 from specpilot.api.validate import load
+from specpilot.controller import tuning_loop
 from specpilot.controller.traffic import (OPT_IN_ANNOTATION, ORIGINAL_ANNOTATION, canary_weight, opted_in,
-                                         restore_patch, route_patch, weighted_rules)
+                                         original_rules, record_problem, restore_patch, route_patch,
+                                         weighted_rules)
 from specpilot.render import render
 
 
@@ -82,3 +86,34 @@ def test_gateway_routing_renders_a_service_per_track() -> None:
     assert services["chat-canary"]["spec"]["selector"] == {"specpilot.io/deployment": "chat",
                                                           "specpilot.io/track": "canary"}
     assert {o["metadata"]["name"] for o in render(_sd("replicas"), 3, 7) if o["kind"] == "Service"} == {"chat"}
+
+
+DAMAGED = ["{not json", "5", '{"rules": []}', '[{"backendRefs": [{"name": "chat", "weight": "50"}]}]',
+           '[{"backendRefs": [{"name": "chat", "weight": 2000000}]}]', '[{"backendRefs": "chat"}]', "[" * 100_000,
+           json.dumps([{"backendRefs": [{"name": "x" * 70_000}]}])]
+
+
+def test_a_damaged_record_of_the_original_rules_is_named_and_the_route_left_alone() -> None:
+    """Anyone who may edit the route may edit the record; it raised out of every window (json, a KeyError,
+    a RecursionError), and put back as it was it would have replaced the route's rules with garbage."""
+    for text in DAMAGED:
+        route = {"metadata": {"annotations": {ORIGINAL_ANNOTATION: text, OPT_IN_ANNOTATION: "chat"}},
+                 "spec": {"rules": [{"backendRefs": [{"name": "chat", "port": 8000}]}]}}
+        problem = record_problem(route)
+        assert problem is not None and problem.startswith(f"annotation {ORIGINAL_ANNOTATION} "), text[:40]
+        assert original_rules(route) == route["spec"]["rules"]
+
+        patches: list[dict] = []
+        warnings: list[tuple[str, str]] = []
+        kube = SimpleNamespace(get=lambda path, route=route: route, merge_patch=lambda path, p: patches.append(p))
+        events = SimpleNamespace(warning=lambda obj, reason, message: warnings.append((reason, message)))
+        scheduler = SimpleNamespace(reconciler=SimpleNamespace(kube=kube, events=events))
+        loop = tuning_loop.TuningLoop(scheduler, None, None, "ns", "chat")  # type: ignore[arg-type]
+        for _ in range(3):
+            asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 25))
+        asyncio.run(loop.restore_route("r"))
+        assert patches == []  # neither weighted nor "restored" from the damaged record
+        assert [r for r, _ in warnings] == ["HTTPRouteNotUsable"]  # said once
+        assert "could not be put back" in warnings[0][1] and ORIGINAL_ANNOTATION in warnings[0][1]
+    assert record_problem({"spec": {"rules": []}}) is None
+    assert record_problem({"metadata": {"annotations": {ORIGINAL_ANNOTATION: "[]"}}}) is None

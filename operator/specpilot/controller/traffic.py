@@ -42,6 +42,10 @@ def canary_weight(sd: SpeculativeDeployment, canary_serving: bool) -> int:
 OPT_IN_ANNOTATION = "specpilot.io/speculative-deployment"
 ORIGINAL_ANNOTATION = "specpilot.io/original-rules"
 SCALE = 100  # the tracks split the deployment's share in percent; other backends are scaled to match
+# Gateway API's bounds: a backendRef weight is 0..1000000, a route has at most 16 rules of 16 backendRefs
+# (the record of them is well under this many characters).
+MAX_WEIGHT = 1_000_000
+MAX_RECORD_CHARS = 64 * 1024
 
 
 def _ours(name: str) -> set[str]:
@@ -52,11 +56,46 @@ def _annotations(route: dict[str, Any]) -> dict[str, str]:
     return (route.get("metadata") or {}).get("annotations") or {}
 
 
+def _recorded(route: dict[str, Any]) -> list[dict[str, Any]] | str | None:
+    """The rules recorded before specpilot weighted the route; None when none are; why not, when the
+    record is not a list of rules (anyone who may edit the route may edit its annotations)."""
+    text = _annotations(route).get(ORIGINAL_ANNOTATION)
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
+        return f"is over {MAX_RECORD_CHARS} characters"
+    try:
+        rules = json.loads(text)
+    except (ValueError, RecursionError):
+        return "is not JSON"
+    if not isinstance(rules, list) or not all(_is_rule(r) for r in rules):
+        return "is not a list of rules with named, weighted backendRefs"
+    return rules
+
+
+def _is_rule(rule: Any) -> bool:
+    refs = rule.get("backendRefs", []) if isinstance(rule, dict) else None
+    return isinstance(refs, list) and all(
+        isinstance(b, dict) and isinstance(b.get("name", ""), str) and _is_weight(b.get("weight", 1)) for b in refs)
+
+
+def _is_weight(w: Any) -> bool:
+    return isinstance(w, int) and not isinstance(w, bool) and 0 <= w <= MAX_WEIGHT
+
+
+def record_problem(route: dict[str, Any]) -> str | None:
+    """Why the route's record of its original rules cannot be used (then the route is left alone: they
+    could not be put back); None when it can, or there is none."""
+    recorded = _recorded(route)
+    return f"annotation {ORIGINAL_ANNOTATION} {recorded}" if isinstance(recorded, str) else None
+
+
 def original_rules(route: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rules before specpilot weighted them (the route's own rules when it never did)."""
-    recorded = _annotations(route).get(ORIGINAL_ANNOTATION)
-    if recorded:
-        return json.loads(recorded)
+    """The rules before specpilot weighted them (the route's own rules when it never did, or when the
+    record is unusable: `record_problem`)."""
+    recorded = _recorded(route)
+    if isinstance(recorded, list):
+        return recorded
     return copy.deepcopy((route.get("spec") or {}).get("rules") or [])
 
 

@@ -232,10 +232,13 @@ class TuningLoop:
         and traffic then splits by replicas behind the deployment's Service."""
         path = traffic.route_path(self.namespace, route_name)
         route = await asyncio.to_thread(self.kube.get, path)
-        if route is None or not traffic.opted_in(route, self.name):
+        damaged = traffic.record_problem(route) if route is not None else None
+        if route is None or damaged or not traffic.opted_in(route, self.name):
             if route_name not in self.warned_routes:
                 self.warned_routes.add(route_name)
                 why = "not found" if route is None else (
+                    f"has its {damaged}: its rules could not be put back, so it is left alone (remove the "
+                    f"annotation to have the rules it has now recorded)" if damaged else
                     f"does not route to Service {self.name} nor carry the annotation "
                     f"{traffic.OPT_IN_ANNOTATION}: {self.name}, so it is left alone")
                 self.events.warning(obj, "HTTPRouteNotUsable",
@@ -253,6 +256,10 @@ class TuningLoop:
             return
         path = traffic.route_path(self.namespace, route_name)
         route = await asyncio.to_thread(self.kube.get, path)
+        if route is not None and (damaged := traffic.record_problem(route)):
+            log.warning("tuning %s/%s: HTTPRoute %s not restored: its %s", self.namespace, self.name, route_name,
+                        damaged)
+            return
         patch = traffic.restore_patch(route) if route is not None else None
         if patch is not None:
             await asyncio.to_thread(self.kube.merge_patch, path, patch)
