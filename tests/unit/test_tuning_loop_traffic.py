@@ -75,9 +75,9 @@ def test_the_original_rules_are_recorded_once_and_restored() -> None:
     assert route_patch(weighted, "chat", 25) is None  # already so: no write
     again = route_patch(weighted, "chat", 0)  # computed from the original, not from the weighted rules
     assert again == {"spec": {"rules": [{"backendRefs": [{"name": "chat-stable", "port": 8000, "weight": 100}]}]}}
-    assert restore_patch(weighted) == {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}},
-                                       "spec": {"rules": original}}
-    assert restore_patch(route) is None  # never weighted: nothing to restore
+    assert restore_patch(weighted, "chat") == {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}},
+                                               "spec": {"rules": original}}
+    assert restore_patch(route, "chat") is None  # never weighted: nothing to restore
 
 
 def test_gateway_routing_renders_a_service_per_track() -> None:
@@ -93,27 +93,54 @@ DAMAGED = ["{not json", "5", '{"rules": []}', '[{"backendRefs": [{"name": "chat"
            json.dumps([{"backendRefs": [{"name": "x" * 70_000}]}])]
 
 
-def test_a_damaged_record_of_the_original_rules_is_named_and_the_route_left_alone() -> None:
-    """Anyone who may edit the route may edit the record; it raised out of every window (json, a KeyError,
-    a RecursionError), and put back as it was it would have replaced the route's rules with garbage."""
+def _loop(route: dict, patches: list[dict], warnings: list[tuple[str, str]]) -> tuning_loop.TuningLoop:
+    kube = SimpleNamespace(get=lambda path: route, merge_patch=lambda path, p: patches.append(p))
+    events = SimpleNamespace(warning=lambda obj, reason, message: warnings.append((reason, message)))
+    scheduler = SimpleNamespace(reconciler=SimpleNamespace(kube=kube, events=events))
+    return tuning_loop.TuningLoop(scheduler, None, None, "ns", "chat")  # type: ignore[arg-type]
+
+
+def test_a_damaged_record_of_the_original_rules_is_rebuilt_from_the_weighted_ones() -> None:
+    """Anyone who may edit the route may edit the record. It raised out of every window (JSON, KeyError,
+    RecursionError), and a restore would have written it back as the route's rules. Now the original rules
+    are rebuilt by undoing the weighting, said once, and recorded again; left as they were, the route
+    would go on sending the canary's share to its Service after the canary is gone."""
+    original = [{"matches": [{"path": {"value": "/v1"}}],
+                 "backendRefs": [{"name": "legacy", "port": 80, "weight": 1}, {"name": "chat", "port": 8000, "weight": 3}]},
+                {"backendRefs": [{"name": "chat", "port": 8000}]}, {"backendRefs": [{"name": "shop", "port": 80}]}]
+    patch = route_patch({"spec": {"rules": original}}, "chat", 25)
+    assert patch is not None
     for text in DAMAGED:
-        route = {"metadata": {"annotations": {ORIGINAL_ANNOTATION: text, OPT_IN_ANNOTATION: "chat"}},
-                 "spec": {"rules": [{"backendRefs": [{"name": "chat", "port": 8000}]}]}}
-        problem = record_problem(route)
+        weighted = {"metadata": {"annotations": {ORIGINAL_ANNOTATION: text}}, "spec": {"rules": patch["spec"]["rules"]}}
+        problem = record_problem(weighted)
         assert problem is not None and problem.startswith(f"annotation {ORIGINAL_ANNOTATION} "), text[:40]
-        assert original_rules(route) == route["spec"]["rules"]
+        assert original_rules(weighted, "chat") == original
+        again = route_patch(weighted, "chat", 25)
+        assert again is not None and json.loads(again["metadata"]["annotations"][ORIGINAL_ANNOTATION]) == original
+        assert restore_patch(weighted, "chat") == {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}},
+                                                   "spec": {"rules": original}}
 
         patches: list[dict] = []
         warnings: list[tuple[str, str]] = []
-        kube = SimpleNamespace(get=lambda path, route=route: route, merge_patch=lambda path, p: patches.append(p))
-        events = SimpleNamespace(warning=lambda obj, reason, message: warnings.append((reason, message)))
-        scheduler = SimpleNamespace(reconciler=SimpleNamespace(kube=kube, events=events))
-        loop = tuning_loop.TuningLoop(scheduler, None, None, "ns", "chat")  # type: ignore[arg-type]
+        loop = _loop(weighted, patches, warnings)
         for _ in range(3):
-            asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 25))
-        asyncio.run(loop.restore_route("r"))
-        assert patches == []  # neither weighted nor "restored" from the damaged record
-        assert [r for r, _ in warnings] == ["HTTPRouteNotUsable"]  # said once
-        assert "could not be put back" in warnings[0][1] and ORIGINAL_ANNOTATION in warnings[0][1]
+            asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 0))
+        assert [r for r, _ in warnings] == ["HTTPRouteRecordRebuilt"]  # said once
+        assert ORIGINAL_ANNOTATION in warnings[0][1] and "Service chat" in warnings[0][1]
+        assert patches[0]["spec"]["rules"][1] == {"backendRefs": [{"name": "chat-stable", "port": 8000, "weight": 100}]}
     assert record_problem({"spec": {"rules": []}}) is None
     assert record_problem({"metadata": {"annotations": {ORIGINAL_ANNOTATION: "[]"}}}) is None
+
+
+def test_a_route_whose_rules_are_not_rules_is_left_alone() -> None:
+    """A route no Gateway API schema checked (weights as text): not weighted, not restored, said once."""
+    route = {"metadata": {"annotations": {OPT_IN_ANNOTATION: "chat"}},
+             "spec": {"rules": [{"backendRefs": [{"name": "chat", "weight": "half"}]}]}}
+    patches: list[dict] = []
+    warnings: list[tuple[str, str]] = []
+    loop = _loop(route, patches, warnings)
+    for _ in range(3):
+        asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 25))
+    asyncio.run(loop.restore_route("r"))
+    assert patches == [] and [r for r, _ in warnings] == ["HTTPRouteNotUsable"]
+    assert "has rules that are not a list of rules" in warnings[0][1]

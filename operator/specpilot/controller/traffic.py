@@ -62,21 +62,21 @@ def _recorded(route: dict[str, Any]) -> list[dict[str, Any]] | str | None:
     text = _annotations(route).get(ORIGINAL_ANNOTATION)
     if text is None:
         return None
-    if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
+    if len(text) > MAX_RECORD_CHARS:
         return f"is over {MAX_RECORD_CHARS} characters"
     try:
         rules = json.loads(text)
     except (ValueError, RecursionError):
         return "is not JSON"
-    if not isinstance(rules, list) or not all(_is_rule(r) for r in rules):
-        return "is not a list of rules with named, weighted backendRefs"
-    return rules
+    return rules if _are_rules(rules) else "is not a list of rules with named, weighted backendRefs"
 
 
-def _is_rule(rule: Any) -> bool:
-    refs = rule.get("backendRefs", []) if isinstance(rule, dict) else None
-    return isinstance(refs, list) and all(
-        isinstance(b, dict) and isinstance(b.get("name", ""), str) and _is_weight(b.get("weight", 1)) for b in refs)
+def _are_rules(rules: Any) -> bool:
+    return isinstance(rules, list) and all(
+        isinstance(rule, dict) and isinstance(refs := rule.get("backendRefs", []), list) and all(
+            isinstance(b, dict) and isinstance(b.get("name", ""), str) and _is_weight(b.get("weight", 1))
+            for b in refs)
+        for rule in rules)
 
 
 def _is_weight(w: Any) -> bool:
@@ -84,19 +84,46 @@ def _is_weight(w: Any) -> bool:
 
 
 def record_problem(route: dict[str, Any]) -> str | None:
-    """Why the route's record of its original rules cannot be used (then the route is left alone: they
-    could not be put back); None when it can, or there is none."""
+    """Why the route's record of its original rules cannot be read (they are then rebuilt from its rules
+    as they are, `original_rules`); None when it can, or there is none."""
     recorded = _recorded(route)
     return f"annotation {ORIGINAL_ANNOTATION} {recorded}" if isinstance(recorded, str) else None
 
 
-def original_rules(route: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rules before specpilot weighted them (the route's own rules when it never did, or when the
-    record is unusable: `record_problem`)."""
+def route_problem(route: dict[str, Any]) -> str | None:
+    """Why the route cannot be weighted at all: its own rules are not rules either (a route the Gateway
+    API's schema did not check); None when it can."""
+    if isinstance(_recorded(route), list) or _are_rules((route.get("spec") or {}).get("rules") or []):
+        return None
+    return "has rules that are not a list of rules with named, weighted backendRefs"
+
+
+def original_rules(route: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The rules before specpilot weighted them: as recorded; the route's own when it never weighted
+    them; rebuilt from the rules it has when the record cannot be read (`record_problem`)."""
     recorded = _recorded(route)
     if isinstance(recorded, list):
         return recorded
-    return copy.deepcopy((route.get("spec") or {}).get("rules") or [])
+    rules = copy.deepcopy((route.get("spec") or {}).get("rules") or [])
+    return _unweighted(rules, name) if recorded is not None else rules
+
+
+def _unweighted(rules: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """`weighted_rules` undone: in each rule, the track backends go back to the deployment's Service (with
+    their combined share when other backends are there, whose weights go back to their own scale). What
+    the lost record held but for fields our backends had beyond name, port and weight; left weighted, a
+    route would keep sending the canary's share to its Service after the canary is gone."""
+    tracks = {track_service_name(name, "stable"), track_service_name(name, "canary")}
+    for rule in rules:
+        refs = rule.get("backendRefs") or []
+        others = [b for b in refs if b.get("name") not in tracks]
+        if len(others) == len(refs):
+            continue
+        share = sum(b.get("weight", 1) for b in refs if b.get("name") in tracks)
+        ours = {"name": service_name(name), "port": DEFAULT_PORT}
+        rule["backendRefs"] = [{**b, "weight": b.get("weight", 1) // SCALE} for b in others] + [
+            {**ours, "weight": max(share // SCALE, 1)} if others else ours]
+    return rules
 
 
 def opted_in(route: dict[str, Any], name: str) -> bool:
@@ -104,7 +131,7 @@ def opted_in(route: dict[str, Any], name: str) -> bool:
     if _annotations(route).get(OPT_IN_ANNOTATION) == name:
         return True
     ours = _ours(name)
-    return any(b.get("name") in ours for r in original_rules(route) for b in r.get("backendRefs") or [])
+    return any(b.get("name") in ours for r in original_rules(route, name) for b in r.get("backendRefs") or [])
 
 
 def weighted_rules(route: dict[str, Any], name: str, weight: int) -> list[dict[str, Any]]:
@@ -113,7 +140,7 @@ def weighted_rules(route: dict[str, Any], name: str, weight: int) -> list[dict[s
     Rules that point at one of this deployment's Services are rewritten; when none does, every rule is
     (a route annotated for this deployment). Other backends keep their share of each rewritten rule."""
     ours = _ours(name)
-    rules = original_rules(route) or [{}]
+    rules = original_rules(route, name) or [{}]
     mine = [r for r in rules if any(b.get("name") in ours for b in r.get("backendRefs") or [])] or rules
     for rule in mine:
         refs = rule.get("backendRefs") or []
@@ -130,16 +157,17 @@ def weighted_rules(route: dict[str, Any], name: str, weight: int) -> list[dict[s
 def route_patch(route: dict[str, Any], name: str, weight: int) -> dict[str, Any] | None:
     """The merge patch that weights the route (and records its original rules), None when it is so."""
     rules = weighted_rules(route, name, weight)
-    recorded = ORIGINAL_ANNOTATION in _annotations(route)
+    recorded = isinstance(_recorded(route), list)  # one that cannot be read is written anew
     if recorded and rules == (route.get("spec") or {}).get("rules"):
         return None
-    annotations = {} if recorded else {ORIGINAL_ANNOTATION: json.dumps(original_rules(route), sort_keys=True)}
+    annotations = {} if recorded else {ORIGINAL_ANNOTATION: json.dumps(original_rules(route, name), sort_keys=True)}
     return {"metadata": {"annotations": annotations}, "spec": {"rules": rules}} if annotations else \
         {"spec": {"rules": rules}}
 
 
-def restore_patch(route: dict[str, Any]) -> dict[str, Any] | None:
+def restore_patch(route: dict[str, Any], name: str) -> dict[str, Any] | None:
     """The merge patch that puts the original rules back and drops the record; None when never weighted."""
-    if ORIGINAL_ANNOTATION not in _annotations(route):
+    if ORIGINAL_ANNOTATION not in _annotations(route) or route_problem(route):
         return None
-    return {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}}, "spec": {"rules": original_rules(route)}}
+    return {"metadata": {"annotations": {ORIGINAL_ANNOTATION: None}},
+            "spec": {"rules": original_rules(route, name)}}

@@ -74,6 +74,7 @@ class TuningLoop:
         self.capacity_reported: str | None = None  # the InsufficientCapacity message last posted as an Event
         self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
         self.warned_routes: set[str] = set()
+        self.rebuilt_routes: set[tuple[str, str]] = set()  # (route, why its record was rebuilt), said once
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         log.info("tuning %s/%s: loop started", self.namespace, self.name)
@@ -232,19 +233,24 @@ class TuningLoop:
         and traffic then splits by replicas behind the deployment's Service."""
         path = traffic.route_path(self.namespace, route_name)
         route = await asyncio.to_thread(self.kube.get, path)
-        damaged = traffic.record_problem(route) if route is not None else None
-        if route is None or damaged or not traffic.opted_in(route, self.name):
+        unusable = traffic.route_problem(route) if route is not None else None
+        if route is None or unusable or not traffic.opted_in(route, self.name):
             if route_name not in self.warned_routes:
                 self.warned_routes.add(route_name)
-                why = "not found" if route is None else (
-                    f"has its {damaged}: its rules could not be put back, so it is left alone (remove the "
-                    f"annotation to have the rules it has now recorded)" if damaged else
+                why = "not found" if route is None else f"{unusable}, so it is left alone" if unusable else (
                     f"does not route to Service {self.name} nor carry the annotation "
                     f"{traffic.OPT_IN_ANNOTATION}: {self.name}, so it is left alone")
                 self.events.warning(obj, "HTTPRouteNotUsable",
                                     f"HTTPRoute {route_name} {why}: canary traffic follows the replica ratio")
             return
         self.warned_routes.discard(route_name)
+        damaged = traffic.record_problem(route)
+        if damaged and (route_name, damaged) not in self.rebuilt_routes:
+            self.rebuilt_routes.add((route_name, damaged))
+            self.events.warning(obj, "HTTPRouteRecordRebuilt",
+                                f"HTTPRoute {route_name}'s {damaged}: the rules it had before specpilot weighted "
+                                f"it are rebuilt from the rules it has (the track backends back to Service "
+                                f"{self.name}) and recorded again")
         self.route = route_name
         patch = traffic.route_patch(route, self.name, weight)
         if patch is not None:
@@ -256,11 +262,7 @@ class TuningLoop:
             return
         path = traffic.route_path(self.namespace, route_name)
         route = await asyncio.to_thread(self.kube.get, path)
-        if route is not None and (damaged := traffic.record_problem(route)):
-            log.warning("tuning %s/%s: HTTPRoute %s not restored: its %s", self.namespace, self.name, route_name,
-                        damaged)
-            return
-        patch = traffic.restore_patch(route) if route is not None else None
+        patch = traffic.restore_patch(route, self.name) if route is not None else None
         if patch is not None:
             await asyncio.to_thread(self.kube.merge_patch, path, patch)
 
