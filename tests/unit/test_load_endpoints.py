@@ -41,6 +41,11 @@ def test_ready_selected_pods_are_endpoints_at_the_named_target_port() -> None:
     assert {e.url: e.label for e in eps}["http://127.0.0.13:8000"] == "canary N=5 chat-canary-a"
 
 
+def test_ipv6_pods_are_bracketed() -> None:
+    eps = ready_endpoints(SERVICE, [pod("chat-a", "fd00::b", "stable", 3)])
+    assert [e.url for e in eps] == ["http://[fd00::b]:8000"]
+
+
 def test_a_numeric_target_port_is_used_as_is() -> None:
     service = {**SERVICE, "spec": {**SERVICE["spec"], "ports": [{"port": 80, "targetPort": 9000}]}}
     assert ready_endpoints(service, [pod("chat-a", "127.0.0.11", "stable", 3)])[0].url == "http://127.0.0.11:9000"

@@ -163,3 +163,41 @@ def test_concurrency_is_bounded() -> None:
                 await scraper.close()
     got = asyncio.run(run())
     assert all(s.snapshot is not None for s in got) and peak == 3
+
+
+def test_a_pod_with_an_ipv6_address_is_scraped() -> None:
+    """On an IPv6 (or IPv6-first dual-stack) cluster a pod's IP is `fd00::1`: the URL was written without
+    brackets, httpx refused it with InvalidURL (not an HTTPError), and every window of every deployment
+    failed. A real HTTP server on ::1 stands for the pod."""
+    async def run() -> list[pods.PodScrape]:
+        app = web.Application()
+        app.router.add_get("/metrics", _good)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "::1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        pod = {"metadata": {"name": "chat-x", "uid": "u", "labels": {"specpilot.io/track": "stable",
+                                                                      "specpilot.io/num-speculative-tokens": "3"}},
+               "spec": {"containers": [{"ports": [{"name": pods.PORT_NAME, "containerPort": port}]}]},
+               "status": {"podIP": "::1", "conditions": [{"type": "Ready", "status": "True"}]}}
+        targets = pods.pod_targets([pod])
+        assert [t.url for t in targets] == [f"http://[::1]:{port}/metrics"]
+        try:
+            async with pods.client(LIMITS) as client:
+                return await scrape_pods(client, targets, limits=LIMITS)
+        finally:
+            await runner.cleanup()
+    got = asyncio.run(run())
+    assert got[0].snapshot is not None and got[0].snapshot.drafts == 10.0
+
+
+def test_a_pod_ip_that_is_not_an_address_is_not_a_target_url() -> None:
+    """podIP `10.0.0.1/x#` would have moved the scrape to another path and port."""
+    for ip in ("10.0.0.1/x#", "evil.example", "", None, 5):
+        pod = {"metadata": {"name": "p", "uid": "u", "labels": {"specpilot.io/track": "stable",
+                                                                "specpilot.io/num-speculative-tokens": "3"}},
+               "spec": {"containers": [{"ports": [{"name": pods.PORT_NAME, "containerPort": 8000}]}]},
+               "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}
+        (target,) = pods.pod_targets([pod])
+        assert target.url == "" and not target.ready

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 # Pod labels that say which track and N a pod serves (render/names.py owns the contract).
 from specpilot.render.names import N_LABEL, TRACK_LABEL
+from specpilot.scrape.pods import pod_url
 
 
 # API answers worth asking again: throttled, or the server busy, restarting or timing out.
@@ -92,7 +93,9 @@ def ready_endpoints(service: Mapping[str, Any], pods: list[Mapping[str, Any]]) -
         label = meta.get("name", pod["status"]["podIP"])
         if TRACK_LABEL in labels:  # track and N first: pod names are long and tables narrow
             label = f"{labels[TRACK_LABEL]} N={labels.get(N_LABEL, '?')} {label}"
-        out.append(Endpoint(f"http://{pod['status']['podIP']}:{port}", label))
+        url = pod_url(pod["status"]["podIP"], port)
+        if url:
+            out.append(Endpoint(url, label))
     return sorted(out, key=lambda e: e.label)
 
 

@@ -12,6 +12,7 @@ loop can say why it made no decision; the other pods' scrapes are unaffected.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,18 @@ def _port(pod: dict[str, Any]) -> int | None:
     return None
 
 
+def pod_url(ip: Any, port: int | None) -> str:
+    """`http://<pod IP>:<port>`, the IP bracketed when it is IPv6 (an IPv6 cluster's pods); "" when the pod
+    has no IP yet, or one that is not an IP address."""
+    try:
+        address = ipaddress.ip_address(ip) if isinstance(ip, str) else None
+    except ValueError:
+        address = None
+    if address is None or not port:
+        return ""
+    return f"http://[{address}]:{port}" if address.version == 6 else f"http://{address}:{port}"
+
+
 def pod_targets(pods: list[dict[str, Any]]) -> list[PodTarget]:
     """Serving pods (those with a track and an N label) as scrape targets, by name."""
     out = []
@@ -93,8 +106,8 @@ def pod_targets(pods: list[dict[str, Any]]) -> list[PodTarget]:
         n = labels.get(N_LABEL, "")
         if TRACK_LABEL not in labels or not (n.isascii() and n.isdigit()):
             continue
-        ip, port = (pod.get("status") or {}).get("podIP"), _port(pod)
-        url = f"http://{ip}:{port}/metrics" if ip and port else ""
+        base = pod_url((pod.get("status") or {}).get("podIP"), _port(pod))
+        url = f"{base}/metrics" if base else ""
         out.append(PodTarget(meta["name"], meta["uid"], labels[TRACK_LABEL], int(n), url, _ready(pod) and bool(url)))
     return sorted(out, key=lambda t: t.name)
 
