@@ -4,11 +4,12 @@ naming the pod, in a message that a status write still takes."""
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
 from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
-from tuning_kit import condition, deployment, tuned, tuning
+from tuning_kit import WINDOW, condition, deployment, tuned, tuning
 
 
 @pytest.fixture(scope="module")
@@ -36,3 +37,8 @@ def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name
     assert len(cond["message"]) < 1024, len(cond["message"])
     assert not tuning(faulty, ns, name).get("history")
     assert deployment(faulty, ns, f"{name}-canary") is None
+    # The log says it when it starts, not every window; httpx's line per request is not there.
+    time.sleep(3 * float(WINDOW.removesuffix("s")))
+    logs = faulty.operators[0].logs()
+    assert logs.count(f"tuning {ns}/{name}: no decision this window: {pod}") == 1, logs[-3000:]
+    assert "HTTP Request:" not in logs

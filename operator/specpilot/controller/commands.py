@@ -51,8 +51,10 @@ def _run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log_levels.install()
     if not args.verbose:
-        # Kopf logs every handler run at INFO; the reconciler logs what changed.
+        # Kopf logs every handler run at INFO, httpx every request (a line per pod per window); the
+        # reconciler logs what changed, the tuning loop each decision and each scrape that failed.
         logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.all_namespaces and args.namespaces:
         raise SystemExit("specpilot run: --all-namespaces and --namespace are exclusive")
     if args.liveness_stall_seconds <= HEARTBEAT_S:

@@ -75,6 +75,7 @@ class TuningLoop:
         self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
         self.warned_routes: set[str] = set()
         self.rebuilt_routes: set[tuple[str, str]] = set()  # (route, why its record was rebuilt), said once
+        self.scrape_problem: str | None = None  # the last window's, as logged
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         log.info("tuning %s/%s: loop started", self.namespace, self.name)
@@ -164,6 +165,7 @@ class TuningLoop:
             await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None,
                                tour)
             self.events.warning(obj, tuning_resume.INVALID_STATE, message)
+            log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
             self.counter.reset()
             return None
         if ts.edited_by_hand(old, spec.speculative.num_speculative_tokens):
@@ -173,6 +175,7 @@ class TuningLoop:
             state = ts.restart_at_spec(state, spec.speculative, now)
             cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
             await self._commit(obj, sd, before, state, cond, None, tournament.Tournament.new(contenders, now))
+            log.info("tuning %s/%s: %s", self.namespace, self.name, cond[2])
             self.counter.reset()
             return None
         # Deployments from the reconciler's child cache (the operator's watches of them); pods are listed.
@@ -183,6 +186,12 @@ class TuningLoop:
         scrapes = await self.scraper.scrape(targets)
         now = time.time()
         problem = ts.scrape_problem(scrapes)
+        if problem != self.scrape_problem:  # said when it starts, changes and ends, not every window
+            if problem:
+                log.warning("tuning %s/%s: no decision this window: %s", self.namespace, self.name, problem)
+            else:
+                log.info("tuning %s/%s: every pod's metrics read again", self.namespace, self.name)
+            self.scrape_problem = problem
         if problem:
             # No decision on partial data; the next window starts from fresh baselines.
             self.counter.reset()
