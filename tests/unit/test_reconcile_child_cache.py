@@ -93,3 +93,22 @@ def test_an_operator_that_did_not_see_the_object_created_lists_live_once() -> No
     assert len(api.children) == 3  # found them (re-applied once, as after any restart): nothing new
     api.calls.clear()
     assert fresh.reconcile("team", "chat") == "unchanged" and api.calls == ["get"]
+
+
+def test_the_log_says_what_a_reconcile_changed(caplog: Any) -> None:
+    caplog.set_level("INFO", logger="specpilot.controller.reconcile")
+    api = FakeApi(_sd())
+    reconciler = _reconciler(api)
+    reconciler.born("team", "chat")
+    assert reconciler.reconcile("team", "chat") == "applied"
+    made = [r.getMessage() for r in caplog.records]
+    assert len(made) == 1 and made[0].startswith("reconciled team/chat: created ")
+    assert "created Deployment chat" in made[0] and "created Service chat" in made[0]
+    caplog.clear()
+    assert reconciler.reconcile("team", "chat") == "unchanged"
+    assert caplog.records == []  # nothing changed, nothing said
+    api.sd["spec"]["speculative"]["numSpeculativeTokens"] = 0  # ngram cannot run N=0
+    for _ in range(2):
+        assert reconciler.reconcile("team", "chat") == "invalid"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("reconciled team/chat: invalid spec, nothing applied: spec.")

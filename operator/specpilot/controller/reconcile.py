@@ -23,6 +23,7 @@ from specpilot.controller.child_cache import ChildCache
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
+from specpilot.display import bounded
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 from specpilot.tuning import tournament
 from specpilot.tuning.state import same_drafter
@@ -173,7 +174,7 @@ class Reconciler:
         finally:
             self.metrics.duration.observe(time.monotonic() - started)
         self.metrics.reconciles.labels(namespace, name, result).inc()
-        if result != m.RESULT_UNCHANGED:
+        if result not in (m.RESULT_UNCHANGED, m.RESULT_APPLIED, m.RESULT_INVALID):  # those say what changed
             log.info("reconciled %s/%s: %s", namespace, name, result)
         return result
 
@@ -191,6 +192,8 @@ class Reconciler:
             message = "; ".join(str(p) for p in exc.problems)
             if not st.condition_says(old_status, st.SPEC_VALID, "False", message):
                 self.events.warning(obj, "InvalidSpec", message)
+                log.warning("reconciled %s/%s: invalid spec, nothing applied: %s", ns, name,
+                            bounded(message, st.MAX_MESSAGE))
             self._write_status(path, old_status, st.invalid_status(old_status, generation, message))
             self.metrics.invalid.labels(ns, name).set(1)
             return m.RESULT_INVALID
@@ -216,7 +219,7 @@ class Reconciler:
         existing = self._children(obj, live=(ns, name) not in self.rendered and not self.cache.is_born((ns, name)))
         self.rendered[(ns, name)] = plan
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
-        applied_any = False
+        changes: list[str] = []  # what was created, updated, reverted or deleted, for the log
         live: dict[tuple[str, str], dict[str, Any]] = {}
         applied = self.applied.setdefault((ns, name), {})
         for child in desired:
@@ -232,14 +235,15 @@ class Reconciler:
                 applied[key] = body
             live[key] = after
             if before is None or _content(before) != _content(after):
-                applied_any = True
-                self._announce(obj, child, before, first, reverting)
+                changes.append(self._announce(obj, child, before, first, reverting))
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
             self.cache.deleted((ns, name), child)
             applied.pop((kind, child_name), None)
-            applied_any = True
-            self.events.normal(obj, "Deleted", f"deleted {kind} {child_name}: no longer rendered")
+            changes.append(f"deleted {kind} {child_name}: no longer rendered")
+            self.events.normal(obj, "Deleted", changes[-1])
+        if changes:
+            log.info("reconciled %s/%s: %s", ns, name, "; ".join(changes))
         self._count_children((ns, name), Counter(kind for kind, _ in live))
         deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
@@ -257,7 +261,7 @@ class Reconciler:
                     self.metrics.n.remove(ns, name, track)
                 except KeyError:
                     pass
-        return m.RESULT_APPLIED if applied_any else m.RESULT_UNCHANGED
+        return m.RESULT_APPLIED if changes else m.RESULT_UNCHANGED
 
     def _model_cache(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_status: dict[str, Any],
                      conds: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
@@ -302,19 +306,22 @@ class Reconciler:
         return out
 
     def _announce(self, obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None,
-                  first: bool, reverting: bool) -> None:
+                  first: bool, reverting: bool) -> str:
+        """Post the Event that says what happened to the child; returns its message."""
         what = f"{child['kind']} {child['metadata']['name']}"
         if before is None:
             # Missing although nothing asked for a new child (same generation and track plan): restored.
             # A new canary, or a child a spec change adds, is simply created.
             restored = reverting and not first
-            self.events.normal(obj, "Restored" if restored else "Created",
-                               f"re-created {what}, which was missing" if restored else f"created {what}")
+            reason, message = ("Restored", f"re-created {what}, which was missing") if restored else \
+                ("Created", f"created {what}")
         elif reverting:
-            self.events.normal(obj, "Reverted", f"reverted a change to {what} made outside the spec")
+            reason, message = "Reverted", f"reverted a change to {what} made outside the spec"
         else:
-            self.events.normal(obj, "Updated", f"updated {what} for generation {obj['metadata'].get('generation')}"
-                                               " and the current track plan")
+            reason, message = "Updated", (f"updated {what} for generation {obj['metadata'].get('generation')} "
+                                          "and the current track plan")
+        self.events.normal(obj, reason, message)
+        return message
 
     def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         if st.changed(old, new):
