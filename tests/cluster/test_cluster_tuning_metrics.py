@@ -42,3 +42,8 @@ def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name
     logs = faulty.operators[0].logs()
     assert logs.count(f"tuning {ns}/{name}: no decision this window: {pod}") == 1, logs[-3000:]
     assert "HTTP Request:" not in logs
+    # `kubectl get sd -o wide` says what the tuner is doing; the default view how many pods are Ready.
+    wide = faulty.kubectl("get", "sd", "-n", ns, name, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["NAME", "METHOD", "N", "READY", "PHASE", "ACCEPTED", "LENGTH", "SCHEDULE", "AGE",
+                               "REPLICAS", "CANARY", "N", "TUNING"], wide
+    assert wide[1].split()[-1] == "MetricsUnavailable", wide

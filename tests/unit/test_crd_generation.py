@@ -77,8 +77,10 @@ def test_names_columns_and_status_subresource() -> None:
     version = crd()["spec"]["versions"][0]
     assert crd()["spec"]["names"]["shortNames"] == ["sd", "specdeploy"]
     assert version["subresources"] == {"status": {}}
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
-        "Method", "N", "Phase", "Accepted length", "Schedule", "Age"]
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == [
+        "Method", "N", "Ready", "Phase", "Accepted length", "Schedule", "Age"]
+    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Replicas", "Canary N", "Tuning"]
 
 
 def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:

@@ -34,6 +34,8 @@ _PRINTER_COLUMNS = [
                     "spec.tuning.alternatives)."},
     {"name": "N", "type": "integer", "jsonPath": ".status.numSpeculativeTokens",
      "description": "num_speculative_tokens the stable pods run."},
+    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas",
+     "description": "Stable pods Ready."},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
      "description": "Lifecycle phase."},
     {"name": "Accepted length", "type": "number", "jsonPath": ".status.acceptedLength",
@@ -41,6 +43,13 @@ _PRINTER_COLUMNS = [
     {"name": "Schedule", "type": "string", "jsonPath": ".status.servedSchedule",
      "description": "Batch-size schedule the stable pods serve (tuning mode schedule)."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # -o wide: what the tuner is doing now.
+    {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas", "priority": 1,
+     "description": "Stable pods."},
+    {"name": "Canary N", "type": "integer", "jsonPath": ".status.canaryNumSpeculativeTokens", "priority": 1,
+     "description": "num_speculative_tokens of the running canary, if any."},
+    {"name": "Tuning", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Tuning")].reason',
+     "priority": 1, "description": "What the tuner is doing (the Tuning condition's reason)."},
 ]
 
 # Keywords copied from pydantic's JSON schema as they are; bounds need translating (see _bounds).
