@@ -66,6 +66,7 @@ def test_rendered_objects_pass_strict_kubernetes_schemas(args: tuple[str, ...], 
     ({"operator.verbose": "maybe"}, "verbose"),
     ({"metrics.serviceMonitor.interval": "often"}, "interval"),
     ({"unknownKey": "1"}, "unknownKey"),
+    ({"serving.listenAddress": "localhost"}, "listenAddress"),
 ])
 def test_values_schema_refuses_bad_values(values: dict[str, str], message: str) -> None:
     with pytest.raises(AssertionError, match=message):
@@ -270,3 +271,6 @@ def test_serving_values_become_the_operators_serving_defaults() -> None:
     assert got.images == {"amd": "vllm/vllm-openai-rocm:v0.33.0", "nvidia": "mirror.example/vllm-openai:v0.33.0"}
     assert got.image_pull_secrets == ("regcred", "mirror")
     assert got.runtime_image == container["image"]  # the runtime is copied from the operator's own image
+    assert got.listen_address == "0.0.0.0"
+    ipv6 = _operator_container(render("--set", "serving.listenAddress=::"))
+    assert serving_defaults_from(build_parser().parse_args(ipv6["args"])).listen_address == "::"

@@ -105,6 +105,24 @@ def test_serving_defaults_come_from_flags_then_environment() -> None:
     assert flags.images["nvidia"] == "x/y:1" and flags.images["amd"] == "rocm/vllm:rocm7_vllm_0.33"
     assert flags.image_pull_secrets == ("c",) and flags.runtime_image == "z:2"
     assert _parse([], {}) == ServingDefaults()
+    assert _parse([], {"SPECPILOT_SERVING_LISTEN_ADDRESS": "::"}).listen_address == "::"
+    assert _parse(["--serving-listen-address", "0:0::0"], {}).listen_address == "::"  # as vLLM's --host takes it
+    assert ServingDefaults().listen_address == "0.0.0.0"
+
+
+def test_an_ipv6_cluster_gets_vllm_listening_on_every_address() -> None:
+    """On an IPv6 (or IPv6-first dual-stack) cluster the kubelet probes the pod, and the operator scrapes
+    it, at its IPv6 address: vLLM on 0.0.0.0 answers neither. The default keeps engine.json as it was, so
+    an upgrade rolls no pod."""
+    sd = _sd()
+    objects = render_track(sd, defaults=ServingDefaults(listen_address="::"))
+    config = EngineConfig.model_validate_json(objects[0]["data"]["engine.json"])
+    argv = engine.argv(config)
+    assert argv[argv.index("--host") + 1] == "::"
+    default = render_track(sd)
+    assert '"host": "0.0.0.0"' in default[0]["data"]["engine.json"]
+    hash_of = lambda objs: objs[1]["spec"]["template"]["metadata"]["annotations"]["specpilot.io/engine-config-hash"]  # noqa: E731
+    assert hash_of(objects) != hash_of(default)
 
 
 @pytest.mark.parametrize("argv, env", [
@@ -114,6 +132,8 @@ def test_serving_defaults_come_from_flags_then_environment() -> None:
     ([], {"SPECPILOT_IMAGE_PULL_SECRETS": "ok,$(rm -rf /)"}),
     ([], {"SPECPILOT_RUNTIME_IMAGE": "a\tb"}),
     ([], {"SPECPILOT_RUNTIME_IMAGE": "Me/specpilot:1"}),
+    (["--serving-listen-address", "localhost"], {}),
+    ([], {"SPECPILOT_SERVING_LISTEN_ADDRESS": "0.0.0.0 --trust-remote-code"}),
 ])
 def test_bad_serving_defaults_are_refused(argv: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit):

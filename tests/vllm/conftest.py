@@ -74,9 +74,10 @@ def serve(vllm_venv: VllmVenv, vllm_env: dict[str, str], workdir: Path) -> Itera
     """Starts `specpilot-runtime serve --config engine.json`; stops whatever is left at teardown."""
     started: list[Server] = []
 
-    def start(engine: dict[str, Any], name: str) -> Server:
+    def start(engine: dict[str, Any], name: str, host: str = "127.0.0.1") -> Server:
+        """`host`: where vLLM listens; the test reaches it at 127.0.0.1 (which "::" takes too)."""
         port = free_port()
-        engine = {**engine, "host": "127.0.0.1", "port": port, "served_model_name": name}
+        engine = {**engine, "host": host, "port": port, "served_model_name": name}
         config = workdir / f"{name}.engine.json"
         config.write_text(json.dumps(engine))
         log = workdir / f"{name}.log"

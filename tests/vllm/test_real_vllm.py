@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from specpilot.render.names import N_LABEL, TRACK_LABEL
+from specpilot.render.pod import PORT_NAME
+from specpilot.scrape import pods
+from specpilot.scrape.pods import PodScrape, ScrapeLimits
 from specpilot_runtime import vllm_metrics as vm
 from specpilot_runtime.checkpoint import check_checkpoints
 from specpilot_runtime.engine_config import EngineConfig
@@ -105,6 +111,38 @@ def test_ngram_n3(serve: Any, tiny_models: TinyModels) -> None:
     # exactly what the plugin's counter is for.
     assert total.drafted_per_pos is not None
     assert list(total.drafted_per_pos) == sorted(total.drafted_per_pos, reverse=True)
+    stop_cleanly(server)
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_listening_on_every_address_serves_ipv4_and_ipv6(serve: Any, tiny_models: TinyModels) -> None:
+    """`--serving-listen-address ::` (IPv6 clusters): real vLLM takes "::" as --host, and one dual-stack
+    socket answers at the pod's IPv6 address, where the kubelet probes and the operator scrapes, and at
+    IPv4 too; the operator's scrape of a pod at an IPv6 address reads its counters."""
+    server = serve({"model": str(tiny_models.target), "accelerator": {"vendor": "cpu"}, "args": ENGINE_ARGS},
+                   "tiny-dual-stack", host="::")
+    port = int(server.url.rsplit(":", 1)[1])
+    assert httpx.get(f"http://[::1]:{port}/health", timeout=5).status_code == 200
+    complete_all(server)
+    pod = {"metadata": {"name": "tiny", "uid": "u", "labels": {TRACK_LABEL: "stable", N_LABEL: "0"}},
+           "spec": {"containers": [{"ports": [{"name": PORT_NAME, "containerPort": port}]}]},
+           "status": {"podIP": "::1", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    async def scrape_pod() -> list[PodScrape]:
+        async with pods.client(ScrapeLimits()) as client:
+            return await pods.scrape_pods(client, pods.pod_targets([pod]))
+    (got,) = asyncio.run(scrape_pod())
+    assert got.target.url == f"http://[::1]:{port}/metrics"
+    assert got.snapshot is not None, got.error
     stop_cleanly(server)
 
 

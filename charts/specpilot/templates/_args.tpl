@@ -30,6 +30,9 @@
 - --image-pull-secret={{ . }}
 {{- end }}
 - --runtime-image={{ default (include "specpilot.image" .) .Values.serving.runtimeImage }}
+{{- with .Values.serving.listenAddress }}
+- {{ printf "--serving-listen-address=%s" . | quote }}
+{{- end }}
 {{- range .Values.operator.allowedHostPaths }}
 - --allow-host-path={{ . }}
 {{- end }}

@@ -32,12 +32,12 @@ def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | No
                  schedule: list[list[int]] | None = None) -> list[dict[str, Any]]:
     """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N);
     `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace); `defaults` are
-    the cluster-wide serving image, pull secrets and runtime image; `schedule` is the tuner's batch-size
+    the cluster-wide serving image, pull secrets, runtime image and listen address; `schedule` is the tuner's batch-size
     schedule for the track.
 
     Raises ValueError when `n` or `schedule` breaks the method's rules.
     """
-    config = engine_config(sd, n, schedule)
+    config = engine_config(sd, n, schedule, defaults.listen_address)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
     objects = [config_map(sd, track, text),

@@ -11,13 +11,14 @@ from specpilot_runtime.speculative import OFF, SpeculativeConfig
 
 from ..api.models import SpeculativeDeployment
 from ..api.validate import speculative_config
+from .images import DEFAULT_LISTEN_ADDRESS
 from .names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, owned_labels
 
 
 def engine_config(sd: SpeculativeDeployment, n: int | None = None,
-                  schedule: list[list[int]] | None = None) -> EngineConfig:
+                  schedule: list[list[int]] | None = None, listen: str = DEFAULT_LISTEN_ADDRESS) -> EngineConfig:
     """What one pod of the track runs, at N = `n` (default: the spec's N), with the tuner's batch-size
-    `schedule` when it chose one (else the spec's, capped at N).
+    `schedule` when it chose one (else the spec's, capped at N), listening on `listen`.
 
     Raises ValueError when that N breaks the method's rules: render never emits a config vLLM refuses.
     """
@@ -36,6 +37,7 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None,
         args=list(spec.engine.args),
         env={e.name: e.value for e in spec.engine.env},
         shutdown_timeout_s=spec.engine.drain_seconds,
+        host=listen,
     )
 
 

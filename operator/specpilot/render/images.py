@@ -4,6 +4,7 @@ written for, and the cluster-wide defaults an administrator sets (`specpilot run
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -27,6 +28,10 @@ DEFAULT_RUNTIME_IMAGE = f"specpilot/specpilot:{SPECPILOT_VERSION}"
 ENV_IMAGE = "SPECPILOT_SERVING_IMAGE_{vendor}"
 ENV_PULL_SECRETS = "SPECPILOT_IMAGE_PULL_SECRETS"
 ENV_RUNTIME_IMAGE = "SPECPILOT_RUNTIME_IMAGE"
+ENV_LISTEN_ADDRESS = "SPECPILOT_SERVING_LISTEN_ADDRESS"
+# Where vLLM listens in a serving pod: every IPv4 address. An IPv6 or IPv6-first dual-stack cluster probes
+# and scrapes the pod at its IPv6 address, which needs "::" (on Linux a dual-stack socket: IPv4 too).
+DEFAULT_LISTEN_ADDRESS = "0.0.0.0"
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class ServingDefaults:
     images: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_IMAGES))
     image_pull_secrets: tuple[str, ...] = ()
     runtime_image: str = DEFAULT_RUNTIME_IMAGE
+    listen_address: str = DEFAULT_LISTEN_ADDRESS
 
 
 DEFAULT_SERVING = ServingDefaults()
@@ -51,6 +57,16 @@ def image_reference(text: str) -> str:
     if not text or len(text) > MAX_IMAGE_LENGTH or not re.fullmatch(IMAGE_PATTERN, text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an image reference like vllm/vllm-openai:v0.33.0")
     return text
+
+
+def listen_address(text: str) -> str:
+    """argparse type of the address vLLM listens on: an IPv4 or IPv6 address, written as vLLM's --host
+    takes it."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address (0.0.0.0: every IPv4 address; "
+                                         f"'::': every address, for IPv6 clusters)") from None
 
 
 def secret_name(text: str) -> str:
@@ -83,6 +99,10 @@ def add_serving_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str
     parser.add_argument("--runtime-image", type=image_reference, default=None, metavar="IMAGE",
                         help=f"image the init container copies the runtime from: the operator's own "
                              f"(env {ENV_RUNTIME_IMAGE}; default {DEFAULT_RUNTIME_IMAGE})")
+    parser.add_argument("--serving-listen-address", type=listen_address, default=None, metavar="ADDRESS",
+                        help=f"address vLLM listens on in serving pods: '::' on an IPv6 or IPv6-first "
+                             f"dual-stack cluster (env {ENV_LISTEN_ADDRESS}; default {DEFAULT_LISTEN_ADDRESS}; a "
+                             f"change rolls every serving pod)")
     parser.set_defaults(serving_env=dict(env))
 
 
@@ -100,7 +120,10 @@ def serving_defaults_from(args: argparse.Namespace) -> ServingDefaults:
                                           for s in env.get(ENV_PULL_SECRETS, "").split(",") if s.strip()]
     runtime = args.runtime_image or (_checked(image_reference, env[ENV_RUNTIME_IMAGE], ENV_RUNTIME_IMAGE)
                                      if env.get(ENV_RUNTIME_IMAGE) else DEFAULT_RUNTIME_IMAGE)
-    return ServingDefaults(images, tuple(dict.fromkeys(secrets)), runtime)
+    listen = args.serving_listen_address or (
+        _checked(listen_address, env[ENV_LISTEN_ADDRESS], ENV_LISTEN_ADDRESS) if env.get(ENV_LISTEN_ADDRESS)
+        else DEFAULT_LISTEN_ADDRESS)
+    return ServingDefaults(images, tuple(dict.fromkeys(secrets)), runtime, listen)
 
 
 def _checked(check: Callable[[str], str], value: str, variable: str) -> str:
