@@ -16,10 +16,10 @@ from typing import Any
 
 from .speculative import METHODS, Problem, SpeculativeConfig
 
-# Fields holding the number of MTP layers a target ships, in the spellings vLLM reads.
 # A model's config.json is a few kB (tens with a large label map); a file far past that is not one, and is
 # not read into memory.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Fields holding the number of MTP layers a target ships, in the spellings vLLM reads.
 MTP_LAYER_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "n_predict")
 # Target families that ship no MTP layers, so MTP without a draft model cannot work on them.
 NO_MTP_MODEL_TYPES = frozenset({
