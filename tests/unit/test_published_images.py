@@ -121,8 +121,9 @@ def test_an_ipv6_cluster_gets_vllm_listening_on_every_address() -> None:
     assert argv[argv.index("--host") + 1] == "::"
     default = render_track(sd)
     assert '"host": "0.0.0.0"' in default[0]["data"]["engine.json"]
-    hash_of = lambda objs: objs[1]["spec"]["template"]["metadata"]["annotations"]["specpilot.io/engine-config-hash"]  # noqa: E731
-    assert hash_of(objects) != hash_of(default)
+    hashes = [objs[1]["spec"]["template"]["metadata"]["annotations"]["specpilot.io/engine-config-hash"]
+              for objs in (objects, default)]
+    assert hashes[0] != hashes[1]
 
 
 @pytest.mark.parametrize("argv, env", [

@@ -106,7 +106,8 @@ def test_a_damaged_record_of_the_original_rules_is_rebuilt_from_the_weighted_one
     are rebuilt by undoing the weighting, said once, and recorded again; left as they were, the route
     would go on sending the canary's share to its Service after the canary is gone."""
     original = [{"matches": [{"path": {"value": "/v1"}}],
-                 "backendRefs": [{"name": "legacy", "port": 80, "weight": 1}, {"name": "chat", "port": 8000, "weight": 3}]},
+                 "backendRefs": [{"name": "legacy", "port": 80, "weight": 1},
+                                 {"name": "chat", "port": 8000, "weight": 3}]},
                 {"backendRefs": [{"name": "chat", "port": 8000}]}, {"backendRefs": [{"name": "shop", "port": 80}]}]
     patch = route_patch({"spec": {"rules": original}}, "chat", 25)
     assert patch is not None
