@@ -45,11 +45,19 @@ def test_survival_override_applies_only_at_its_n() -> None:
     ({"step_time_ms": {"16": [20.0, 23.0]}}, "step_time_ms[16]"),
     ({"step_time_ms": {"16": [20.0, -1.0, 3.0]}}, "positive"),
     ({"survival_by_n": {"2": [0.7]}}, "survival_by_n"),
+    ({"max_n": 0, "survival": []}, "needs max_n 0; every other method needs max_n >= 1"),
+    ({"method": "off"}, "method 'off' drafts nothing"),
 ])
 def test_bad_profiles_are_refused_naming_the_field(overrides: dict, message: str) -> None:
     with pytest.raises(ProfileError, match=r"profiles\[0\] \(p\)") as e:
         load_profiles(profile_doc(**overrides), "f.json")
     assert message in str(e.value)
+
+
+def test_no_speculation_is_a_profile_of_one_column() -> None:
+    p = load_profiles(profile_doc(method="off", max_n=0, survival=[], step_time_ms={"16": [20.0]}))["p"]
+    assert (p.default_n, p.expected_length(0), p.oracle_n()) == (0, 1.0, 0)
+    assert p.goodput(0) == pytest.approx(16 / 20.0)
 
 
 def test_n_outside_the_profile_is_refused() -> None:

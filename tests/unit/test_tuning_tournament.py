@@ -293,6 +293,26 @@ def test_bench_cli_names_the_bad_field(tmp_path: Path, capsys: pytest.CaptureFix
     assert "start.method 'eagle3' is none of the entries' methods" in capsys.readouterr().err
 
 
+def test_an_off_entry_needs_only_its_method_and_wins_where_drafting_loses(tmp_path: Path) -> None:
+    # The issue's own example lists `{method: "off"}` among the alternatives: in a file it needs nothing
+    # else, its step times being the target's at N = 0 that every entry shares.
+    drafted = {"64": [10.0, 13.0, 15.0, 17.0]}
+    doc = {"tournaments": [{"name": "slow-drafters", "start": {"method": "mtp", "n": 3}, "concurrency": {"64": 1},
+                            "noise": 0.1, "entries": [
+                                {"method": "mtp", "max_n": 3, "survival": [0.3, 0.1, 0.03], "step_time_ms": drafted},
+                                {"method": "off"}]}]}
+    (t,) = bench.load_tournaments(json.dumps(doc))
+    off = t.entry("off")
+    assert (off.max_n, off.survival, off.step_time_ms) == (0, [], {64: [10.0]})
+    assert t.oracle()[1] == 0
+    src, out = tmp_path / "t.json", tmp_path / "out.json"
+    src.write_text(json.dumps(doc))
+    args = cli_parser().parse_args(["bench", "tournament", "--profiles", str(src), "--seeds", "1", "--json", str(out)])
+    assert args.func(args) == 0
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["chosen_n"] == 0 and r["regret_pct"] == 0.0
+
+
 def cli_parser():
     import argparse
     parser = argparse.ArgumentParser()

@@ -28,7 +28,7 @@ from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
 from specpilot_harness.sim.profile import MAX_NAME, Profile, ProfileError, entry_label
-from specpilot_runtime.speculative import METHODS
+from specpilot_runtime.speculative import METHODS, OFF
 
 from .simulate import Deployment, Fleet
 from .strategies import BASELINE_WINDOWS, MAX_CANARIES, MAX_WINDOWS, measure_canary
@@ -65,8 +65,8 @@ class TournamentProfile(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             return data
         shared = {k: data[k] for k in ("concurrency", "noise") if k in data}
-        entries = [{"name": f"{data.get('name', 'tournament')}/{e.get('method')}", **e, **shared}
-                   if isinstance(e, dict) else e for e in data["entries"]]
+        entries = [{"name": f"{data.get('name', 'tournament')}/{e.get('method')}", **_off_defaults(e, data["entries"]),
+                    **e, **shared} if isinstance(e, dict) else e for e in data["entries"]]
         return {**data, "entries": entries}
 
     @model_validator(mode="after")
@@ -97,6 +97,17 @@ class TournamentProfile(BaseModel):
 
     def oracle(self) -> Config:
         return max(((e.method, n) for e in self.entries for n in range(e.max_n + 1)), key=self.goodput)
+
+
+def _off_defaults(entry: dict[str, Any], entries: list[Any]) -> dict[str, Any]:
+    """What an entry `{"method": "off"}` leaves out: no drafts, and the target's step time at N = 0, which the
+    entries share (the first speculating entry's, row by row)."""
+    if entry.get("method") != OFF:
+        return {}
+    times = next((e["step_time_ms"] for e in entries if isinstance(e, dict) and e.get("method") != OFF
+                  and isinstance(e.get("step_time_ms"), dict)), {})
+    return {"max_n": 0, "survival": [],
+            "step_time_ms": {b: row[:1] for b, row in times.items() if isinstance(row, list)}}
 
 
 def load_tournaments(text: str, source: str = "tournaments") -> list[TournamentProfile]:

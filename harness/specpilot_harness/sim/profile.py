@@ -7,7 +7,8 @@ one file format (docs/benchmark.md):
                    "step_time_ms": {"B": [t(0), ..., t(max_n)]}, "concurrency": {"B": weight},
                    "noise": float, "default_n": int, "family": str}]}   # default_n, family optional
 
-Unknown keys are ignored so calibration notes can travel with a profile. Pure: reading the file is the
+Method "off" (no speculation) has max_n 0 and no survival. Unknown keys are ignored so calibration notes
+can travel with a profile. Pure: reading the file is the
 caller's job (`load_profiles` takes text).
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specpilot_runtime.speculative import METHODS
+from specpilot_runtime.speculative import METHODS, OFF
 
 # The example profiles shipped with the runtime, so `simulate` runs without the operator's files.
 BUNDLED_PROFILES = "profiles.json"
@@ -60,8 +61,8 @@ class Profile(BaseModel):
 
     name: str = Field(min_length=1, max_length=MAX_NAME)
     method: str = Field(min_length=1)
-    max_n: int = Field(ge=1)
-    survival: list[float]
+    max_n: int = Field(ge=0)  # 0 only for method "off": no speculation, nothing to draft
+    survival: list[float] = Field(default_factory=list)
     survival_by_n: dict[int, list[float]] = Field(default_factory=dict)
     step_time_ms: dict[int, list[float]]
     concurrency: dict[int, float] = Field(default_factory=dict)  # load mix, weights normalised to sum 1
@@ -122,6 +123,9 @@ class Profile(BaseModel):
 
     @model_validator(mode="after")
     def _covers_max_n(self) -> Profile:
+        if (self.method == OFF) != (self.max_n == 0):
+            raise ValueError(f"max_n is {self.max_n}: method {OFF!r} drafts nothing and needs max_n 0; "
+                             f"every other method needs max_n >= 1")
         for n in range(1, self.max_n + 1):
             if n not in self.survival_by_n and len(self.survival) < n:
                 raise ValueError(f"survival has {len(self.survival)} values but max_n is {self.max_n}")
