@@ -232,8 +232,9 @@ def test_bench_cli_writes_the_documented_rows(tmp_path: Path, capsys: pytest.Cap
     src.write_text(json.dumps({"tournaments": doc["tournaments"][:1]}))
     out = tmp_path / "out.json"
     parser = cli_parser()
+    md = tmp_path / "table.md"
     args = parser.parse_args(["bench", "tournament", "--profiles", str(src), "--seeds", "1", "--windows", "24",
-                              "--json", str(out)])
+                              "--json", str(out), "--markdown", str(md)])
     assert args.func(args) == 0
     res = json.loads(out.read_text())
     (r,) = res["results"]
@@ -241,6 +242,21 @@ def test_bench_cli_writes_the_documented_rows(tmp_path: Path, capsys: pytest.Cap
     assert all(set(p) == {"from", "to"} and len(p["from"]) == 2 for p in r["promotions"])
     assert set(res["baselines"]) == {"sweep", "tune-n"}
     assert "mean regret" in capsys.readouterr().out
+    table = md.read_text().splitlines()
+    assert table[0].startswith("| tournament | oracle | tuner chose | tuner regret % | sweep regret %")
+    assert table[2].startswith(f"| {r['name']} | {r['oracle_method']} {r['oracle_n']} | ")
+    assert "| family |" not in md.read_text()  # the article's tournaments have no cost-shape family
+
+
+def test_bench_markdown_tables_generated_tournaments_by_family() -> None:
+    doc = json.loads((PROFILES / "tournaments-dev.json").read_text())
+    families = {t["family"] for t in doc["tournaments"][:2]}
+    res = bench.run_all(bench.load_tournaments(json.dumps({"tournaments": doc["tournaments"][:2]})), 1,
+                        lambda _: None, windows=12)
+    header, rows = bench.family_rows(res)
+    assert header[:2] == ["family", "tournaments"]
+    assert {r[0] for r in rows} == families | {"all"} and rows[-1][:2] == ["all", "2"]
+    assert "| all | 2 |" in bench.markdown(res)
 
 
 def test_bench_cli_runs_replace_canaries_on_the_stables_pods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _fleet_args(t)
     _noise_arg(t)
     t.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
+    t.add_argument("--markdown", type=Path, help="write the per-tournament (and per-family) tables as Markdown here")
     t.set_defaults(func=run_tournament)
     j = sub.add_parser("judge", help="how often the canary judge promotes, by the canary's true gain",
                        description="Simulate canaries truly better (or worse) than the stable by each of --gains "
@@ -213,20 +214,22 @@ def run_tournament(args: argparse.Namespace) -> int:
     res = tournament.run_all(tournaments, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True),
                              args.windows, fleet)
     out = Console(width=200)
+    header, rows = tournament.tournament_rows(res)
     table = Table(title=f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
                         f"{args.windows} windows")
-    strategies = ["tuner", *res["baselines"]]
-    for h in ("tournament", "oracle", "tuner chose", *(f"{s} regret %" for s in strategies), "tuner canaries"):
+    for h in header:
         table.add_column(h, justify="left" if h in ("tournament", "oracle", "tuner chose") else "right")
-    rows = {"tuner": res["results"], **res["baselines"]}
-    for t in tournaments:
-        mine = {s: [r for r in rows[s] if r["name"] == t.name] for s in strategies}
-        chose = sorted({f"{r['chosen_method']} {r['chosen_n']}" for r in mine["tuner"]})
-        first = mine["tuner"][0]
-        table.add_row(t.name, f"{first['oracle_method']} {first['oracle_n']}", ", ".join(chose),
-                      *(f"{sum(r['regret_pct'] for r in mine[s]) / len(mine[s]):.2f}" for s in strategies),
-                      f"{sum(r['canaries'] for r in mine['tuner']) / len(mine['tuner']):.1f}")
+    for r in rows:
+        table.add_row(*r)
     out.print(table)
+    fam_header, fam = tournament.family_rows(res)
+    if fam:
+        ftable = Table(title="by cost-shape family")
+        for h in fam_header:
+            ftable.add_column(h, justify="left" if h == "family" else "right")
+        for i, r in enumerate(fam):
+            ftable.add_row(*r, end_section=i == len(fam) - 2)
+        out.print(ftable)
     for name, v in res["summary"].items():
         out.print(f"{name:>8}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
                   f"{v['mean_canaries']:.2f} canaries, worst promotion {v['worst_promotion_pct']:+.2f}%, "
@@ -236,6 +239,8 @@ def run_tournament(args: argparse.Namespace) -> int:
               f"worst promotion >= {goal['worst_promotion_pct']}%", highlight=False)
     if args.json_out:
         args.json_out.write_text(json.dumps(res, indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(tournament.markdown(res))
     return 0
 
 

@@ -281,12 +281,18 @@ def mixed_verdict(res: Results) -> list[str]:
             f"{'met' if vs_ok else 'NOT met'}"]
 
 
-def markdown(res: Results) -> str:
+def markdown_tables(tables: Iterable[tuple[list[str], list[list[str]]]]) -> list[str]:
+    """Markdown lines for each (header, rows) table that has rows, a blank line after each."""
     lines = []
-    for header, rows in (table_rows(res), family_rows(res), mixed_rows(res)):
+    for header, rows in tables:
         if rows:
             lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    return lines
+
+
+def markdown(res: Results) -> str:
+    lines = markdown_tables((table_rows(res), family_rows(res), mixed_rows(res)))
     verdict = mixed_verdict(res)
     if verdict:
         lines += [verdict[0], ""] + [f"- {v.strip()}" for v in verdict[1:]] + [""]
