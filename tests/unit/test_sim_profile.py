@@ -54,6 +54,11 @@ def test_bad_profiles_are_refused_naming_the_field(overrides: dict, message: str
     assert message in str(e.value)
 
 
+def test_a_load_level_between_rows_is_scored_as_the_engine_steps_there() -> None:
+    p = load_profiles(profile_doc(concurrency={"40": 1.0}))["p"]
+    assert p.goodput(1) == pytest.approx(40 * 1.8 / 36.5)  # t(1, 40) halfway between the rows at 16 and 64
+
+
 def test_no_speculation_is_a_profile_of_one_column() -> None:
     p = load_profiles(profile_doc(method="off", max_n=0, survival=[], step_time_ms={"16": [20.0]}))["p"]
     assert (p.default_n, p.expected_length(0), p.oracle_n()) == (0, 1.0, 0)
