@@ -327,6 +327,10 @@ def test_an_off_entry_needs_only_its_method_and_wins_where_drafting_loses(tmp_pa
     assert args.func(args) == 0
     (r,) = json.loads(out.read_text())["results"]
     assert r["chosen_n"] == 0 and r["regret_pct"] == 0.0
+    # Starting without speculation needs no "off" entry either.
+    doc["tournaments"][0].update(start={"method": "off", "n": 0}, entries=doc["tournaments"][0]["entries"][:1])
+    (t,) = bench.load_tournaments(json.dumps(doc))
+    assert [e.method for e in t.ordered()] == ["off", "mtp"] and bench.contenders(t)[0].n == 0
 
 
 def cli_parser():

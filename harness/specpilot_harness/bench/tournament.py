@@ -66,8 +66,14 @@ class TournamentProfile(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             return data
         shared = {k: data[k] for k in ("concurrency", "noise") if k in data}
-        entries = [{"name": f"{data.get('name', 'tournament')}/{e.get('method')}", **_off_defaults(e, data["entries"]),
-                    **e, **shared} if isinstance(e, dict) else e for e in data["entries"]]
+        raw = data["entries"]
+        start = data.get("start")
+        # Starting without speculation needs no entry of its own: it is every entry's N = 0.
+        if isinstance(start, dict) and start.get("method") == OFF \
+                and not any(isinstance(e, dict) and e.get("method") == OFF for e in raw):
+            raw = [*raw, {"method": OFF}]
+        entries = [{"name": f"{data.get('name', 'tournament')}/{e.get('method')}", **_off_defaults(e, raw),
+                    **e, **shared} if isinstance(e, dict) else e for e in raw]
         return {**data, "entries": entries}
 
     @model_validator(mode="after")
