@@ -51,7 +51,8 @@ def test_survival_by_n_overrides_the_curve() -> None:
     ({"method": "medusa"}, "method"),
     ({"survival": [0.8, 0.9, 0.4]}, "survival"),
     ({"survival": [0.8]}, "survival"),
-    ({"step_time_ms": {"4": [5.6, 6.3, 6.8, 7.3]}}, "step_time_ms"),
+    ({"step_time_ms": {}}, "step_time_ms"),
+    ({"step_time_ms": {"4": [5.6, 6.3, 6.8]}}, r"step_time_ms\[4\] has 3 values"),
     ({"noise": 2}, "noise"),
     ({"max_n": 0}, "max_n"),
     # Infinite or NaN numbers (JSON as Python reads it allows both) pass every range check.

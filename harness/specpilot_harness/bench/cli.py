@@ -141,6 +141,19 @@ def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:
     return None
 
 
+def _print_table(out: Console, title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...],
+                 no_wrap: tuple[str, ...] = (), total: bool = True) -> None:
+    """One results table, if it has rows; `total`: its last row sums up the others (a rule above it)."""
+    if not rows:
+        return
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h, justify="left" if h in left else "right", no_wrap=h in no_wrap)
+    for i, r in enumerate(rows):
+        table.add_row(*r, end_section=total and i == len(rows) - 2)
+    out.print(table)
+
+
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     found = _read(args.profiles, load_profiles, err)
@@ -158,32 +171,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
                   args.mode, fleet)
-    header, rows = table_rows(res)
-    table = Table(title=f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
-                        f"{args.windows} windows")
-    for h in header:
-        table.add_column(h, justify="left" if h == "profile" else "right")
-    for i, r in enumerate(rows):
-        table.add_row(*r, end_section=i == len(rows) - 2)
     out = Console(width=200)
-    out.print(table)
-    fam_header, fam = family_rows(res)
-    if fam:
-        ftable = Table(title="by cost-shape family")
-        for h in fam_header:
-            ftable.add_column(h, justify="left" if h == "family" else "right")
-        for i, r in enumerate(fam):
-            ftable.add_row(*r, end_section=i == len(fam) - 2)
-        out.print(ftable)
-    mixed_header, mixed = mixed_rows(res)
-    if mixed:
-        mtable = Table(title="mixed loads: served configuration against the best single N and the per-load oracle")
-        for h in mixed_header:
-            mtable.add_column(h, justify="left" if h in ("profile", "tuner serves") else "right",
-                              no_wrap=h == "profile")
-        for i, r in enumerate(mixed):
-            mtable.add_row(*r, end_section=i == len(mixed) - 2)
-        out.print(mtable)
+    _print_table(out, f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
+                      f"{args.windows} windows", *table_rows(res), left=("profile",))
+    _print_table(out, "by cost-shape family", *family_rows(res), left=("family",))
+    _print_table(out, "mixed loads: served configuration against the best single N and the per-load oracle",
+                 *mixed_rows(res), left=("profile", "tuner serves"), no_wrap=("profile",))
     s = res.summary()
     for name, v in s.items():
         out.print(f"{name:>10}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
@@ -214,22 +207,10 @@ def run_tournament(args: argparse.Namespace) -> int:
     res = tournament.run_all(tournaments, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True),
                              args.windows, fleet)
     out = Console(width=200)
-    header, rows = tournament.tournament_rows(res)
-    table = Table(title=f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
-                        f"{args.windows} windows")
-    for h in header:
-        table.add_column(h, justify="left" if h in ("tournament", "oracle", "tuner chose") else "right")
-    for r in rows:
-        table.add_row(*r)
-    out.print(table)
-    fam_header, fam = tournament.family_rows(res)
-    if fam:
-        ftable = Table(title="by cost-shape family")
-        for h in fam_header:
-            ftable.add_column(h, justify="left" if h == "family" else "right")
-        for i, r in enumerate(fam):
-            ftable.add_row(*r, end_section=i == len(fam) - 2)
-        out.print(ftable)
+    _print_table(out, f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
+                      f"{args.windows} windows", *tournament.tournament_rows(res),
+                 left=("tournament", "oracle", "tuner chose"), total=False)
+    _print_table(out, "by cost-shape family", *tournament.family_rows(res), left=("family",))
     for name, v in res["summary"].items():
         out.print(f"{name:>8}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
                   f"{v['mean_canaries']:.2f} canaries, worst promotion {v['worst_promotion_pct']:+.2f}%, "
