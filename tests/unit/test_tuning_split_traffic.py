@@ -109,3 +109,34 @@ def test_a_verdict_says_at_what_share_of_the_load_its_pairs_ran_and_how_far_they
     stable, canary = _pairs(alone_load=None)
     v = judge(stable, canary, [r.mix_load for r in stable], "throughput", 0.02, 0.95, 6)
     assert "paired at" not in v.reason
+
+
+# An MoE target's step times (ms) at N = 0 and 7, by sequences per pod: the gain of drafting 7 is 38% at 1
+# sequence, 6% at 2, 14% at 16 and 55% at 32; not monotone in load, as no linear cost model is.
+MOE_T0 = {1: 6.86, 2: 8.33, 16: 20.59, 32: 30.76}
+MOE_T7 = {1: 14.62, 2: 23.06, 16: 53.01, 32: 58.34}
+MOE_L7 = 2.94
+
+
+def moe_record(seq: int, track: str, n: int, load: int, alone_load: float | None = None,
+               wobble: float = 1.0) -> WindowRecord:
+    step_s = (MOE_T7 if n == 7 else MOE_T0)[load] / 1000.0 * wobble
+    return WindowRecord(seq=seq, track=track, n=n, drafts=1e5, accepted_per_pos=(),
+                        tokens_per_step=MOE_L7 if n == 7 else 1.0, step_s=step_s, load=float(load),
+                        alone_load=alone_load)
+
+
+def test_a_shorter_canary_is_never_carried_to_a_win_by_the_model() -> None:
+    # One stable replica at N=7 serving 2 or 32 sequences per pod; a canary without speculation pairs at
+    # half that. It measures 13% below the stable there; the linear cost model would carry it to +5% at the
+    # full load, where it is truly 35% worse. The model may hold a canary back, never promote it.
+    mix = [2, 32, 32, 2, 32, 32, 32, 2, 32, 32, 32, 2, 32, 32, 2, 32]
+    before = [moe_record(i, "stable", 7, b, wobble=1 + 0.01 * (-1) ** i) for i, b in enumerate(mix)]
+    during = [moe_record(16 + i, "stable", 7, b // 2, float(b), wobble=1 + 0.01 * (-1) ** i)
+              for i, b in enumerate(mix[:12])]
+    canary = [moe_record(16 + i, "canary", 0, b // 2, wobble=1 + 0.01 * (-1) ** (i + 1))
+              for i, b in enumerate(mix[:12])]
+    stable = before + during
+    v = judge(stable, canary, [r.mix_load for r in stable], "throughput", 0.02, 0.95, 6)
+    assert v.decision == "rollback" and v.gain < -0.1
+    assert "paired at 50% of the load it will serve, not carried up the +" in v.reason

@@ -211,14 +211,16 @@ class Estimate:
     unseen: float = 0.0  # share of the mix's goodput at loads no pair came near
     downside: float = 0.0  # sd of the mean from unseen loads on the side where speculating more pays less
     load_share: float = 1.0  # the pairs' load over the load the stable serves alone (a surge canary's split)
-    carry: float = 0.0  # mean log ratio `projection` added to carry the pairs to that load
+    carry: float = 0.0  # mean log ratio `projection` gives to carry the pairs to that load (counted if < 0)
 
     def split_note(self) -> str:
         """What the verdict says when the pairs ran lighter than the load a promotion will serve: the
         measurement was carried there by a model, which a user can avoid (tuning.canary.mode replace)."""
         if self.load_share >= SPLIT_NOTE_BELOW:
             return ""
-        return f"; paired at {self.load_share:.0%} of the load it will serve, carried {math.expm1(self.carry):+.1%}"
+        carried = math.expm1(self.carry)
+        how = f"carried {carried:+.1%}" if carried <= 0 else f"not carried up the {carried:+.1%} a model says"
+        return f"; paired at {self.load_share:.0%} of the load it will serve, {how}"
 
 
 def load_octaves(loads: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -310,7 +312,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     counts with the doubt of two windows, not with that of every window of the canary.
 
     A canary's pods take their share of the traffic, so each pair ran lighter than the load the stable serves
-    alone: it counts at that load's level, carried there by `projection`.
+    alone: it counts at that load's level, carried there by `projection` where that lowers it.
 
     `drafting`: where a batch-size schedule drafts as the other track does (`Drafting.identical`), the ratio
     is exactly 1 and the level counts as seen; its pairs measure only the noise (around a known mean of 0),
@@ -347,7 +349,12 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
             noise.append(y)
             continue
         carry = projection(s, c, proven)
-        ys.setdefault(i, []).append(y + carry)
+        # The model may only hold a canary back, never carry it to a win: where a shorter N would gain at
+        # the heavier load (what a cost linear in the verified tokens says) the gain is not counted. On an
+        # MoE target the ratio of two N is not monotone in load: no speculation, measured 13.8% below N=7 at
+        # half the load with one stable replica, was carried to +7.1% and promoted, and was 35% worse at
+        # the load it then served.
+        ys.setdefault(i, []).append(y + min(carry, 0.0))
         shares.append(s.load / s.mix_load)
         carries.append(carry)
     split = {"load_share": float(np.mean(shares)), "carry": float(np.mean(carries))} if shares else {}
