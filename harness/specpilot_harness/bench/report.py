@@ -146,7 +146,7 @@ class Results:
                          "min_oracle_gain_share": round(min(shares), 4),
                          "mean_vs_single_pct": round(sum(vs) / len(m), 3),
                          "worst_vs_single_pct": round(min(vs), 3),
-                         "mean_oracle_gain_pct": round(_mean(m, "oracle_gain_pct"), 3),
+                         "mean_oracle_gain_pct": round(column_mean(m, "oracle_gain_pct"), 3),
                          # Pooled: the runs' summed gain over the best single N over the oracles' summed gain.
                          "pooled_oracle_gain_share": round(sum(vs) / sum(r["oracle_gain_pct"] for r in m), 4)}
         return out
@@ -179,7 +179,8 @@ def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], N
     return Results(rows.pop("tuner"), rows, sched, worst)
 
 
-def _mean(rows: Iterable[dict[str, Any]], key: str) -> float:
+def column_mean(rows: Iterable[dict[str, Any]], key: str) -> float:
+    """Mean of one field over result rows (0 for none): the tables' cells."""
     vals = [r[key] for r in rows]
     return sum(vals) / max(len(vals), 1)
 
@@ -196,10 +197,11 @@ def table_rows(res: Results) -> tuple[list[str], list[list[str]]]:
               chosen: str) -> list[str]:
         t = sel(res.results)
         sw, hc, df = (sel(res.baselines[k]) for k in ("sweep", "hill-climb", "default"))
-        return [label, oracle, chosen, f"{_mean(t, 'regret_pct'):.2f}", f"{_mean(t, 'canaries'):.1f}",
-                f"{_mean(t, 'exploration_cost_pct'):.2f}", f"{_mean(sw, 'regret_pct'):.2f}",
-                f"{_mean(sw, 'canaries'):.1f}", f"{_mean(hc, 'regret_pct'):.2f}", f"{_mean(hc, 'canaries'):.1f}",
-                f"{_mean(df, 'regret_pct'):.2f}"]
+        return [label, oracle, chosen, f"{column_mean(t, 'regret_pct'):.2f}",
+                f"{column_mean(t, 'canaries'):.1f}", f"{column_mean(t, 'exploration_cost_pct'):.2f}",
+                f"{column_mean(sw, 'regret_pct'):.2f}", f"{column_mean(sw, 'canaries'):.1f}",
+                f"{column_mean(hc, 'regret_pct'):.2f}", f"{column_mean(hc, 'canaries'):.1f}",
+                f"{column_mean(df, 'regret_pct'):.2f}"]
 
     out = []
     for n in names:
@@ -219,10 +221,11 @@ def family_rows(res: Results) -> tuple[list[str], list[list[str]]]:
     for f in fams + ["all"]:
         pick = lambda rows: [r for r in rows if f == "all" or r["family"] == f]  # noqa: E731
         t = pick(res.results)
-        out.append([f, str(len({r["name"] for r in t})), f"{_mean(t, 'regret_pct'):.2f}",
-                    f"{max(r['regret_pct'] for r in t):.2f}", f"{_mean(t, 'canaries'):.2f}",
+        out.append([f, str(len({r["name"] for r in t})), f"{column_mean(t, 'regret_pct'):.2f}",
+                    f"{max(r['regret_pct'] for r in t):.2f}", f"{column_mean(t, 'canaries'):.2f}",
                     f"{min(r['worst_promotion_pct'] for r in t):+.2f}",
-                    *(f"{_mean(pick(res.baselines[k]), 'regret_pct'):.2f}" for k in ("sweep", "hill-climb", "default"))])
+                    *(f"{column_mean(pick(res.baselines[k]), 'regret_pct'):.2f}"
+                      for k in ("sweep", "hill-climb", "default"))])
     return header, out if fams else []
 
 
@@ -245,11 +248,11 @@ def mixed_rows(res: Results) -> tuple[list[str], list[list[str]]]:
 
     def cells(t: list[dict[str, Any]], sw: list[dict[str, Any]], label: str, single: str, ks: str,
               served: str) -> list[str]:
-        return [label, single, ks, f"{_mean(t, 'oracle_gain_pct'):.2f}", served,
-                f"{sum(r['schedule'] is not None for r in t)}/{len(t)}", f"{_mean(t, 'vs_single_pct'):+.2f}",
-                f"{min(r['vs_single_pct'] for r in t):+.2f}", f"{100 * _mean(t, 'oracle_gain_share'):.1f}",
-                f"{_mean(t, 'canaries'):.1f}", f"{_mean(t, 'schedule_canaries'):.1f}",
-                f"{_mean(sw, 'vs_single_pct'):+.2f}" if sw else "-"]
+        return [label, single, ks, f"{column_mean(t, 'oracle_gain_pct'):.2f}", served,
+                f"{sum(r['schedule'] is not None for r in t)}/{len(t)}", f"{column_mean(t, 'vs_single_pct'):+.2f}",
+                f"{min(r['vs_single_pct'] for r in t):+.2f}", f"{100 * column_mean(t, 'oracle_gain_share'):.1f}",
+                f"{column_mean(t, 'canaries'):.1f}", f"{column_mean(t, 'schedule_canaries'):.1f}",
+                f"{column_mean(sw, 'vs_single_pct'):+.2f}" if sw else "-"]
 
     for n in names:
         t = [r for r in mixed if r["name"] == n]

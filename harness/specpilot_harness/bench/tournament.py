@@ -30,7 +30,7 @@ from specpilot.tuning import tournament as tour
 from specpilot_harness.sim.profile import MAX_NAME, Profile, ProfileError, entry_label
 from specpilot_runtime.speculative import METHODS, OFF
 
-from .report import markdown_tables
+from .report import column_mean, markdown_tables
 from .simulate import Deployment, Fleet
 from .strategies import BASELINE_WINDOWS, MAX_CANARIES, MAX_WINDOWS, measure_canary
 
@@ -262,10 +262,6 @@ def run_all(tournaments: Sequence[TournamentProfile], seeds: int, progress: Call
                         "worst_promotion_pct": TARGET_WORST_PROMOTION_PCT}}
 
 
-def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
-    return sum(r[key] for r in rows) / max(len(rows), 1)
-
-
 def tournament_rows(res: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Per tournament, means over seeds: the same cells for rich and Markdown."""
     strategies = ["tuner", *res["baselines"]]
@@ -277,8 +273,8 @@ def tournament_rows(res: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         chose = sorted({f"{r['chosen_method']} {r['chosen_n']}" for r in mine["tuner"]})
         first = mine["tuner"][0]
         out.append([name, f"{first['oracle_method']} {first['oracle_n']}", ", ".join(chose),
-                    *(f"{_mean(mine[s], 'regret_pct'):.2f}" for s in strategies),
-                    f"{_mean(mine['tuner'], 'canaries'):.1f}"])
+                    *(f"{column_mean(mine[s], 'regret_pct'):.2f}" for s in strategies),
+                    f"{column_mean(mine['tuner'], 'canaries'):.1f}"])
     return header, out
 
 
@@ -291,10 +287,10 @@ def family_rows(res: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for f in fams + ["all"]:
         pick = lambda rows: [r for r in rows if f == "all" or r["family"] == f]  # noqa: E731
         t, sw, tn = pick(res["results"]), pick(res["baselines"]["sweep"]), pick(res["baselines"]["tune-n"])
-        out.append([f, str(len({r["name"] for r in t})), f"{_mean(t, 'regret_pct'):.2f}",
-                    f"{max(r['regret_pct'] for r in t):.2f}", f"{_mean(t, 'canaries'):.2f}",
-                    f"{min(r['worst_promotion_pct'] for r in t):+.2f}", f"{_mean(sw, 'regret_pct'):.2f}",
-                    f"{_mean(sw, 'canaries'):.1f}", f"{_mean(tn, 'regret_pct'):.2f}"])
+        out.append([f, str(len({r["name"] for r in t})), f"{column_mean(t, 'regret_pct'):.2f}",
+                    f"{max(r['regret_pct'] for r in t):.2f}", f"{column_mean(t, 'canaries'):.2f}",
+                    f"{min(r['worst_promotion_pct'] for r in t):+.2f}", f"{column_mean(sw, 'regret_pct'):.2f}",
+                    f"{column_mean(sw, 'canaries'):.1f}", f"{column_mean(tn, 'regret_pct'):.2f}"])
     return header, out if fams else []
 
 

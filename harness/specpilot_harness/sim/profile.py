@@ -8,9 +8,9 @@ one file format (docs/benchmark.md):
                    "noise": float, "default_n": int, "family": str}]}   # default_n, family optional
 
 Method "off" (no speculation) has max_n 0 and no survival. A load level without a row of its own steps
-as `step_time` interpolates, in the simulated engine and in the oracle alike. Unknown keys are ignored so calibration notes
-can travel with a profile. Pure: reading the file is the
-caller's job (`load_profiles` takes text).
+as `step_time` interpolates, in the simulated engine and in the oracle alike. Unknown keys are ignored so
+calibration notes can travel with a profile. Pure: reading the file is the caller's job (`load_profiles`
+takes text).
 """
 
 from __future__ import annotations
