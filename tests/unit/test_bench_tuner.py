@@ -146,9 +146,9 @@ def test_cli_refuses_stable_replicas_out_of_range(tmp_path: Path, capsys: pytest
     assert rc == 2 and "--stable-replicas must be a whole number from 1 to 64" in capsys.readouterr().err
 
 
-def run_cli(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+def run_cli(tmp_path: Path, *extra: str, profile: dict = TINY) -> tuple[int, Path]:
     profiles = tmp_path / "profiles.json"
-    profiles.write_text(json.dumps({"profiles": [TINY]}))
+    profiles.write_text(json.dumps({"profiles": [profile]}))
     out = tmp_path / "out.json"
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
@@ -189,6 +189,20 @@ def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.Cap
     assert "tiny-mtp" in captured.out and "regret" in captured.out
     assert "seed 1" in captured.err  # progress goes to stderr
     assert (tmp_path / "table.md").read_text().startswith("| profile |")
+
+
+def test_a_profile_without_a_load_mix_runs_at_its_one_step_row(tmp_path: Path) -> None:
+    one_row = {k: v for k, v in TINY.items() if k != "concurrency"} | {"step_time_ms": {"8": [5.6, 6.3, 6.8, 7.3]}}
+    rc, out = run_cli(tmp_path, profile=one_row)
+    assert rc == 0
+    assert all(r["oracle_n"] == 3 for r in json.loads(out.read_text())["results"])
+
+
+def test_a_profile_without_a_load_mix_over_several_rows_is_refused(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    rc, _ = run_cli(tmp_path, profile={k: v for k, v in TINY.items() if k != "concurrency"})
+    err = capsys.readouterr().err
+    assert rc == 2 and "'tiny-mtp': concurrency:" in err and '"4": w, "64": w' in err
 
 
 def test_cli_reports_a_bad_profile_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

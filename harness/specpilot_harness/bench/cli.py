@@ -18,7 +18,7 @@ from rich.table import Table
 
 from specpilot.api.models import Canary, Tuning, canary_pods
 
-from specpilot_harness.sim.profile import ProfileError, load_profiles
+from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
 from . import judge_bench, operator_bench, tournament, tuned_bench
 from .simulate import CANARY_MODES, STABLE_PODS, Fleet
@@ -141,6 +141,20 @@ def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:
     return None
 
 
+def with_load_mix(profile: Profile, source: str) -> Profile:
+    """The profile with the load mix each simulated window draws its level from. A profile without
+    `concurrency` (the simulated engine needs none: its load is the requests it gets) runs at its one
+    step-time row's load; with several rows the mix is not implied, and the error says what to add."""
+    if profile.concurrency:
+        return profile
+    if len(profile.step_time_ms) == 1:
+        return profile.model_copy(update={"concurrency": {next(iter(profile.step_time_ms)): 1.0}})
+    levels = ", ".join(f'"{b}": w' for b in sorted(profile.step_time_ms))
+    raise ProfileError(f"{source}: profile {profile.name!r}: concurrency: the benchmark draws each window's "
+                       f"load (sequences per pod) from it and the profile has step times at several loads; "
+                       f"give the load mix, e.g. {{{levels}}}")
+
+
 def _print_table(out: Console, title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...],
                  no_wrap: tuple[str, ...] = (), total: bool = True) -> None:
     """One results table, if it has rows; `total`: its last row sums up the others (a rule above it)."""
@@ -159,7 +173,12 @@ def run(args: argparse.Namespace) -> int:
     found = _read(args.profiles, load_profiles, err)
     if found is None:
         return 2
-    profiles = [p if args.noise is None else p.model_copy(update={"noise": args.noise}) for p in found.values()]
+    try:
+        profiles = [with_load_mix(p, str(args.profiles)) for p in found.values()]
+    except ProfileError as e:
+        err.print(f"[red]error:[/red] {e}")
+        return 2
+    profiles = [p if args.noise is None else p.model_copy(update={"noise": args.noise}) for p in profiles]
     if args.seeds < 1:
         err.print("[red]error:[/red] --seeds must be at least 1")
         return 2
