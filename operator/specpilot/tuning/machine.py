@@ -363,6 +363,11 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         state.probed.append(c)
         return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
                                      f"N={c} {p.gain[c]:.1%}", numbers)
+    probe = _schedule_probe(state, tuning, c, p.gain[c])
+    if probe:
+        state.tried.remove(c)
+        state.probed.append(c)
+        return _rollback(state, now, probe, numbers)
     if alt is not None and v.windows < tuning.canary.windows:
         g = posterior_goodput(state.method, state.records, model, [alt, c], loads, tuning.objective)
         p_alt = float((g[:, 0] > g[:, 1]).mean())
@@ -372,6 +377,26 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if wait:
         return Action(ActionKind.KEEP_ANALYSING, c, wait)
     return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
+
+
+def _schedule_probe(state: TunerState, tuning: Tuning, c: int, gain: float) -> str | None:
+    """Schedule mode: the reason to roll a proven N back as a probe when what it measured proposes a
+    schedule expected to beat it by half a margin (None: promote it). Against the stable it replaced, the
+    schedule's gain is the canary's and more, and it starts with the canary's windows at the loads where
+    it drafts as the canary did (`_borrowed`); promoted first, the canary would leave the schedule only
+    the difference between them to prove."""
+    if tuning.mode != "schedule" or state.schedule_tried or c in state.probed \
+            or state.canaries_in_round >= tuning.max_canaries_per_round \
+            or tuning.max_windows_per_round - state.windows_in_round < tuning.canary.windows:
+        return None  # no room left in the round to prove the schedule: bank the proven N
+    proposal = propose(state.method, state.records, fitted_model(state), candidates(state, tuning), load_mix(state),
+                       tuning.objective, state.stable_n, state.stable_schedule)
+    g = proposal.stable_gain
+    if len(proposal.entries) < 2 or g is None or g < gain + tuning.promotion_margin / 2 \
+            or (1.0 + g) / (1.0 + gain) - 1.0 > PROBE_LEAD_MARGINS * tuning.promotion_margin:
+        return None
+    return (f"probe: schedule {schedule_text(proposal.rows)} expected {g:.1%} over stable, "
+            f"N={c} {gain:.1%}")
 
 
 def _borrowed(state: TunerState, since: int, taken: set[int]) -> list[WindowRecord]:
