@@ -134,6 +134,10 @@ def test_new_history_entries_become_events_with_their_numbers() -> None:
                                placement="1 pod in place of 1 of the 3 stable (canary.mode auto)")
     assert "r; 1 pod in place of 1 of the 3 stable (canary.mode auto)" in placed.message
     assert "canary.mode" not in ts.decision_event(rollback, placement="1 pod beside the 3 stable").message
+    # A probe's rollback is no failure: the canary won, and what it measured points to a better one.
+    probe = ts.decision_event({"action": "rollback", "n": 0, "round": 1, "probe": True,
+                               "reason": "probe: schedule 1-2:2 3-16:1 17+:0 expected 59.7% over stable, N=0 55.8%"})
+    assert (probe.event_type, probe.reason) == ("Normal", "TuningProbe") and "probe: schedule" in probe.message
 
 
 def test_old_pods_at_the_same_n_are_not_the_tracks_during_a_rollout() -> None:

@@ -38,6 +38,7 @@ def test_a_proven_n_probes_for_the_schedule_its_windows_propose() -> None:
     first, verdict, second, promoted = decided[:4]
     assert (first["action"], first["n"], first.get("schedule")) == (ActionKind.START_CANARY, 0, None)
     assert verdict["action"] == ActionKind.ROLLBACK and verdict["reason"].startswith("probe: schedule ")
+    assert verdict["probe"] is True  # a Normal Event, not a failed canary's Warning
     assert "over stable, N=0 " in verdict["reason"]
     assert second["action"] == ActionKind.START_CANARY and second["schedule"]
     assert promoted["action"] == ActionKind.PROMOTE and promoted["schedule"] == second["schedule"]

@@ -37,6 +37,8 @@ def _camel(kind: str) -> str:
 # The one mapping of the tuner's phases to Tuning condition reasons and of its actions to Event reasons.
 PHASE_REASONS: dict[Phase, str] = {p: _camel(p) for p in Phase}
 EVENT_REASONS: dict[ActionKind, str] = {k: "Tuning" + _camel(k) for k in ActionKind}
+# A rollback that is a probe (the canary won; what it measured points to a better canary): a Normal Event.
+PROBE_REASON = "TuningProbe"
 METRICS_UNAVAILABLE = "MetricsUnavailable"
 # Condition on tracks serving a batch-size schedule: is each position's acceptance divided by the drafts
 # that reached it (specpilot's drafted-per-position counter), or by every draft (reads low past K)?
@@ -217,7 +219,8 @@ def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = (), 
     """The Event for a history entry; a method canary's (entry["contender"]) names its method, a started
     canary's says where its pods come from (`placement`, render.replicas.placement)."""
     action = ActionKind(entry["action"])
-    reason = EVENT_REASONS[action]
+    probe = action == ActionKind.ROLLBACK and entry.get("probe") is True
+    reason = PROBE_REASON if probe else EVENT_REASONS[action]
     schedule = entry.get("schedule")
     served = f" schedule {schedule_text(schedule)}" if isinstance(schedule, list) and schedule else ""
     who = entry.get("contender")
@@ -226,5 +229,5 @@ def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = (), 
     message = (f"{action}{method} N={entry.get('n')}{served} (round {entry.get('round')}): "
                f"{entry.get('reason', '')}{pods}")
     numbers = _numbers(entry.get("numbers") or {})
-    return Decision("Warning" if action == ActionKind.ROLLBACK else "Normal", reason,
+    return Decision("Warning" if action == ActionKind.ROLLBACK and not probe else "Normal", reason,
                     f"{message}. {numbers}" if numbers else message)

@@ -72,10 +72,13 @@ class Action:
     # start_canary/promote/rollback of a method canary: the contender (0 = spec.speculative, i >= 1 =
     # spec.tuning.alternatives[i - 1]) the track runs; None: the stable track's own method (tournament.py).
     contender: int | None = None
+    # rollback: the canary was proven better, and goes so that what it measured points to can be canaried
+    # against the same stable (a probe); not a failure.
+    probe: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "n": self.n, "reason": self.reason, "schedule": self.schedule,
-                "contender": self.contender}
+                "contender": self.contender, "probe": self.probe}
 
 
 def candidates(state: TunerState, tuning: Tuning) -> list[int]:
@@ -157,6 +160,8 @@ def decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any
         entry["schedule"] = action.schedule
     if action.contender is not None:
         entry["contender"] = action.contender
+    if action.probe:
+        entry["probe"] = True
     state.log(entry)
     return action
 
@@ -281,7 +286,7 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
     return Action(ActionKind.KEEP_ANALYSING, state.canary_n, "waiting for the canary to be ready")
 
 
-def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]) -> Action:
+def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any], probe: bool = False) -> Action:
     n = state.canary_n
     # A retry is spent whatever ended it.
     ev = evidence.running(state.carried, state.stable_n, n, state.canary_schedule)
@@ -290,7 +295,7 @@ def _rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any
     state.canary_schedule = None
     state.analysis_from_seq = None
     state.enter(Phase.ROLLING_BACK, now)
-    return decide(state, now, Action(ActionKind.ROLLBACK, n, reason), numbers)
+    return decide(state, now, Action(ActionKind.ROLLBACK, n, reason, probe=probe), numbers)
 
 
 def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
@@ -362,12 +367,12 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         state.tried.remove(c)
         state.probed.append(c)
         return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
-                                     f"N={c} {p.gain[c]:.1%}", numbers)
+                                     f"N={c} {p.gain[c]:.1%}", numbers, probe=True)
     probe = _schedule_probe(state, tuning, c, p.gain[c])
     if probe:
         state.tried.remove(c)
         state.probed.append(c)
-        return _rollback(state, now, probe, numbers)
+        return _rollback(state, now, probe, numbers, probe=True)
     if alt is not None and v.windows < tuning.canary.windows:
         g = posterior_goodput(state.method, state.records, model, [alt, c], loads, tuning.objective)
         p_alt = float((g[:, 0] > g[:, 1]).mean())
