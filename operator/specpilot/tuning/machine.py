@@ -363,16 +363,11 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if alt is not None and c not in state.probed \
             and p.gain[c] + tuning.promotion_margin / 2 < p.gain[alt] \
             and lead <= PROBE_LEAD_MARGINS * tuning.promotion_margin:
-        # c stays a candidate: should the probe fail, the planner may come back to a proven winner.
-        state.tried.remove(c)
-        state.probed.append(c)
-        return _rollback(state, now, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
-                                     f"N={c} {p.gain[c]:.1%}", numbers, probe=True)
-    probe = _schedule_probe(state, tuning, c, p.gain[c])
-    if probe:
-        state.tried.remove(c)
-        state.probed.append(c)
-        return _rollback(state, now, probe, numbers, probe=True)
+        return _probe(state, now, c, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
+                                     f"N={c} {p.gain[c]:.1%}", numbers)
+    why = _schedule_probe(state, tuning, c, p.gain[c])
+    if why:
+        return _probe(state, now, c, why, numbers)
     if alt is not None and v.windows < tuning.canary.windows:
         g = posterior_goodput(state.method, state.records, model, [alt, c], loads, tuning.objective)
         p_alt = float((g[:, 0] > g[:, 1]).mean())
@@ -382,6 +377,14 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     if wait:
         return Action(ActionKind.KEEP_ANALYSING, c, wait)
     return _promote(state, now, Action(ActionKind.PROMOTE, c, v.reason), numbers)
+
+
+def _probe(state: TunerState, now: float, c: int, reason: str, numbers: dict[str, Any]) -> Action:
+    """Roll back the proven canary `c` as a probe. It stays a candidate: should what it points to fail, the
+    planner may come back to a proven winner."""
+    state.tried.remove(c)
+    state.probed.append(c)
+    return _rollback(state, now, reason, numbers, probe=True)
 
 
 def _schedule_probe(state: TunerState, tuning: Tuning, c: int, gain: float) -> str | None:
