@@ -28,7 +28,7 @@ from .judge import (EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_oc
 from .kinds import CANARY_PHASES, ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
-from .schedule import TrackDrafting, propose, schedule_text
+from .schedule import ScheduleProposal, TrackDrafting, propose, schedule_text
 from .state import ANALYSIS_KEPT, LOADS_KEPT, TunerState
 from .step_model import StepModel, timings
 from .transfer import known
@@ -234,10 +234,10 @@ def _retry(state: TunerState, tuning: Tuning, now: float) -> Action | None:
                                                                     f"windows pool with those", ev.schedule), {})
 
 
-def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
-    """Schedule mode, once per round: canary the batch-size schedule the measurements propose (started N +
-    schedule) when it is expected to beat the stable track by the margin, and by `beat` (a single N's
-    expected gain); the paired judge then decides on what the canary measures, as for any N."""
+def _schedule_proposal(state: TunerState, tuning: Tuning, beat: float = 0.0) -> ScheduleProposal | None:
+    """Schedule mode, once per round: the batch-size schedule the measurements propose (started N +
+    schedule) when it may be canaried: it has two or more ranges, differs from what the stable serves, and is
+    expected to beat the stable track by the margin and by `beat`; None otherwise."""
     if tuning.mode != "schedule" or state.schedule_tried \
             or state.canaries_in_round >= tuning.max_canaries_per_round:
         return None
@@ -247,13 +247,22 @@ def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float 
     if len(proposal.entries) < 2 or proposal.num_speculative_tokens < 1 or gain is None \
             or gain < max(tuning.promotion_margin, beat) or proposal.rows == state.stable_schedule:
         return None
+    return proposal
+
+
+def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float = 0.0) -> Action | None:
+    """Canary the schedule `_schedule_proposal` gives, if any; the paired judge then decides on what the
+    canary measures, as for any N."""
+    proposal = _schedule_proposal(state, tuning, beat)
+    if proposal is None or proposal.stable_gain is None:
+        return None
     state.schedule_tried = True
     state.canary_n = proposal.num_speculative_tokens
     state.canary_schedule = proposal.rows
     state.canaries_in_round += 1
     state.enter(Phase.CANARY_STARTING, now)
-    reason = (f"schedule {schedule_text(proposal.rows)} expected {gain:.2%} over stable N={state.stable_n} "
-              f"(best single N={proposal.best_single_n})")
+    reason = (f"schedule {schedule_text(proposal.rows)} expected {proposal.stable_gain:.2%} over stable "
+              f"N={state.stable_n} (best single N={proposal.best_single_n})")
     return decide(state, now, Action(ActionKind.START_CANARY, state.canary_n, reason, proposal.rows),
                    {"schedule": proposal.to_json()})
 
@@ -389,19 +398,15 @@ def _probe(state: TunerState, now: float, c: int, reason: str, numbers: dict[str
 
 def _schedule_probe(state: TunerState, tuning: Tuning, c: int, gain: float) -> str | None:
     """Schedule mode: the reason to roll a proven N back as a probe when what it measured proposes a
-    schedule expected to beat it by half a margin (None: promote it). Against the stable it replaced, the
-    schedule's gain is the canary's and more, and it starts with the canary's windows at the loads where
-    it drafts as the canary did (`_borrowed`); promoted first, the canary would leave the schedule only
-    the difference between them to prove."""
-    if tuning.mode != "schedule" or state.schedule_tried or c in state.probed \
-            or state.canaries_in_round >= tuning.max_canaries_per_round \
-            or tuning.max_windows_per_round - state.windows_in_round < tuning.canary.windows:
+    schedule that may be canaried next (`_schedule_proposal`) and is expected to beat it by half a margin
+    (None: promote it). Against the stable it replaced, the schedule's gain is the canary's and more, and it
+    starts with the canary's windows at the loads where it drafts as the canary did (`_borrowed`); promoted
+    first, the canary would leave the schedule only the difference between them to prove."""
+    if c in state.probed or tuning.max_windows_per_round - state.windows_in_round < tuning.canary.windows:
         return None  # no room left in the round to prove the schedule: bank the proven N
-    proposal = propose(state.method, state.records, fitted_model(state), candidates(state, tuning), load_mix(state),
-                       tuning.objective, state.stable_n, state.stable_schedule)
-    g = proposal.stable_gain
-    if len(proposal.entries) < 2 or g is None or g < gain + tuning.promotion_margin / 2 \
-            or (1.0 + g) / (1.0 + gain) - 1.0 > PROBE_LEAD_MARGINS * tuning.promotion_margin:
+    proposal = _schedule_proposal(state, tuning, beat=gain + tuning.promotion_margin / 2)
+    g = proposal.stable_gain if proposal is not None else None
+    if proposal is None or g is None or (1.0 + g) / (1.0 + gain) - 1.0 > PROBE_LEAD_MARGINS * tuning.promotion_margin:
         return None
     return (f"probe: schedule {schedule_text(proposal.rows)} expected {g:.1%} over stable, "
             f"N={c} {gain:.1%}")
