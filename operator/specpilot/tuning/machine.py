@@ -237,7 +237,8 @@ def _retry(state: TunerState, tuning: Tuning, now: float) -> Action | None:
 def _schedule_proposal(state: TunerState, tuning: Tuning, beat: float = 0.0) -> ScheduleProposal | None:
     """Schedule mode, once per round: the batch-size schedule the measurements propose (started N +
     schedule) when it may be canaried: it has two or more ranges, differs from what the stable serves, and is
-    expected to beat the stable track by the margin and by `beat`; None otherwise."""
+    expected to beat the stable track by the margin and by `beat` (so its `stable_gain` is set); None
+    otherwise."""
     if tuning.mode != "schedule" or state.schedule_tried \
             or state.canaries_in_round >= tuning.max_canaries_per_round:
         return None
@@ -254,7 +255,7 @@ def _schedule_canary(state: TunerState, tuning: Tuning, now: float, beat: float 
     """Canary the schedule `_schedule_proposal` gives, if any; the paired judge then decides on what the
     canary measures, as for any N."""
     proposal = _schedule_proposal(state, tuning, beat)
-    if proposal is None or proposal.stable_gain is None:
+    if proposal is None:
         return None
     state.schedule_tried = True
     state.canary_n = proposal.num_speculative_tokens
@@ -405,8 +406,10 @@ def _schedule_probe(state: TunerState, tuning: Tuning, c: int, gain: float) -> s
     if c in state.probed or tuning.max_windows_per_round - state.windows_in_round < tuning.canary.windows:
         return None  # no room left in the round to prove the schedule: bank the proven N
     proposal = _schedule_proposal(state, tuning, beat=gain + tuning.promotion_margin / 2)
-    g = proposal.stable_gain if proposal is not None else None
-    if proposal is None or g is None or (1.0 + g) / (1.0 + gain) - 1.0 > PROBE_LEAD_MARGINS * tuning.promotion_margin:
+    if proposal is None:
+        return None
+    g = float(proposal.stable_gain or 0.0)
+    if (1.0 + g) / (1.0 + gain) - 1.0 > PROBE_LEAD_MARGINS * tuning.promotion_margin:
         return None
     return (f"probe: schedule {schedule_text(proposal.rows)} expected {g:.1%} over stable, "
             f"N={c} {gain:.1%}")
