@@ -50,6 +50,9 @@ SLOPE_SD = 0.1
 LEVEL_SPAN = math.log(1000.0)
 # Floor on the noise variance the correction is fitted with (a perfect fit must not pin g exactly).
 MIN_NOISE_SD = 0.02
+# Prior sd of a block drafter's jump (log cost of drafting at all, for every N >= 1): its one pass over the
+# block costs the same at N = 1 as at N = 7, a share of the step no measured shape fixes.
+JUMP_SD = 0.1
 
 
 @dataclass(frozen=True)
@@ -135,15 +138,22 @@ class StepModel:
         return sum((self.weights[i][:, None] * self._pred(s, nc, ns, loads)).sum(axis=0)
                    for i, s in enumerate(SHAPE_NAMES))
 
+    @property
+    def _jump(self) -> bool:
+        return self.family == Family.PARALLEL
+
     def _correction(self, n_top: int) -> tuple[np.ndarray, np.ndarray]:
-        """Gaussian posterior of z = (w0(1..K), w1(1..K), beta0, beta1), K = n_top, from the residuals of
-        the parametric fit: g0(n) = beta0 n + w0(n), g1(n) = beta1 n + w1(n), w random walks from 0."""
+        """Gaussian posterior of z = (w0(1..K), w1(1..K), beta0, beta1[, jump]), K = n_top, from the residuals
+        of the parametric fit: g0(n) = jump + beta0 n + w0(n), g1(n) = beta1 n + w1(n), w random walks from 0;
+        the jump (n >= 1) for block drafters only."""
         k = n_top
-        size = 2 * k + 2
+        size = 2 * k + 2 + self._jump
         steps = np.eye(k) - np.eye(k, k=-1)
         prec = np.zeros((size, size))
         prec[:k, :k] = prec[k:2 * k, k:2 * k] = steps.T @ steps / CORRECTION_SD ** 2
         prec[2 * k, 2 * k] = prec[2 * k + 1, 2 * k + 1] = 1.0 / SLOPE_SD ** 2
+        if self._jump:
+            prec[-1, -1] = 1.0 / JUMP_SD ** 2
         if not self.pairs:
             return np.zeros(size), np.linalg.inv(prec)
         nc, ns, loads, d = self._arrays()
@@ -157,6 +167,8 @@ class StepModel:
                     a[i, k + n - 1] += sign * u[i]
             a[i, 2 * k] = c - s
             a[i, 2 * k + 1] = (c - s) * u[i]
+            if self._jump:
+                a[i, -1] = float(c > 0) - float(s > 0)
         noise = max(self.noise_var, MIN_NOISE_SD ** 2)
         cov = np.linalg.inv(prec + a.T @ a / noise)
         return cov @ (a.T @ resid / noise), (cov + cov.T) / 2
@@ -169,7 +181,7 @@ class StepModel:
         z = mean[None, :] + rng.standard_normal((m, len(mean))) @ chol.T
         n = np.arange(1, k + 1)
         out = np.zeros((m, 2, k + 1))
-        out[:, 0, 1:] = z[:, :k] + z[:, 2 * k, None] * n
+        out[:, 0, 1:] = z[:, :k] + z[:, 2 * k, None] * n + (z[:, -1, None] if self._jump else 0.0)
         out[:, 1, 1:] = z[:, k:2 * k] + z[:, 2 * k + 1, None] * n
         return out[:, 0, None, :] + _u(loads)[None, :, None] * out[:, 1, None, :]
 
@@ -211,7 +223,9 @@ class StepModel:
         k = max(int(ns.max(initial=0)), self.n_seen, 1)
         mean, _ = self._correction(k)
         nz = np.maximum(ns, 1) - 1
-        g = np.where(ns > 0, mean[nz] + mean[2 * k] * ns + _u(loads) * (mean[k + nz] + mean[2 * k + 1] * ns), 0.0)
+        jump = mean[-1] if self._jump else 0.0
+        g = np.where(ns > 0, jump + mean[nz] + mean[2 * k] * ns + _u(loads) * (mean[k + nz] + mean[2 * k + 1] * ns),
+                     0.0)
         return self._mean_pred(ns, np.zeros_like(ns), loads) + g
 
     def _fit_level(self, timings: Sequence[Timing]) -> tuple[np.ndarray, np.ndarray]:
