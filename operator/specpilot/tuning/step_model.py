@@ -10,7 +10,9 @@ scaled, plus a per-N, per-load correction that bends the shape where the deploym
 - g0, g1 are a slope in N plus a random walk from g(0) = 0 (Gaussian; slope sd SLOPE_SD, step sd
   CORRECTION_SD): the nonparametric part. A canary at 8 that runs slower than every shape predicts raises
   the slope, so the estimate for every N (1..7 too) reflects it; the walk's variance is the honest
-  uncertainty away from measured N.
+  uncertainty away from measured N. A block drafter's g0 also has a jump, the same for every N >= 1
+  (sd JUMP_SD): its one pass costs alike at N = 1 and 7, and canaries at N >= 1 cannot tell that from a
+  steeper slope, so N = 0 keeps the doubt only a canary there settles.
 - Sampled costs are made non-decreasing in N (speculating more never makes a step cheaper).
 
 Only *paired* windows are evidence (stable and canary in the same window, at the same load): their log step
