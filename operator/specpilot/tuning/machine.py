@@ -28,7 +28,7 @@ from .judge import (EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_oc
 from .kinds import CANARY_PHASES, ActionKind, Phase, Ruling
 from .observations import Observations, WindowRecord, alone, has_traffic, record
 from .planner import Plan, plan, posterior_goodput
-from .schedule import ScheduleProposal, TrackDrafting, propose, schedule_text
+from .schedule import ScheduleProposal, TrackDrafting, propose, schedule_text, steady_k
 from .state import ANALYSIS_KEPT, LOADS_KEPT, TunerState
 from .step_model import StepModel, timings
 from .transfer import known
@@ -487,10 +487,13 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
     for r in recs.values():
         state.add_record(r)
     s, c = recs.get("stable"), recs.get("canary")
-    # A track serving a schedule steps at several K: its step time is no point of t(N).
-    if s and c and s.step_s and c.step_s and state.stable_schedule is None and state.canary_schedule is None:
-        load = (s.load + c.load) / 2
-        state.add_pair(fitted_model(state).pair(c.n, s.n, load, c.step_s, s.step_s))
+    if s and c and s.step_s and c.step_s:
+        # A track serving a schedule drafts the K its running batch size gets: its step time is a point of
+        # t(K) where that K holds over the window's spread of loads, and of no one K elsewhere.
+        k_s = steady_k(state.stable_schedule, s.n, s.load)
+        k_c = steady_k(state.canary_schedule, c.n, c.load)
+        if k_s is not None and k_c is not None and k_s != k_c:
+            state.add_pair(fitted_model(state).pair(k_c, k_s, (s.load + c.load) / 2, c.step_s, s.step_s))
 
 
 def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,

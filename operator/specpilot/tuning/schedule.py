@@ -139,6 +139,16 @@ def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, i
     return tuple(entries)
 
 
+def steady_k(rows: Sequence[Sequence[int]] | None, n: int, level: float) -> int | None:
+    """The K a track started at N with batch-size schedule `rows` drafts at every batch size from half to
+    twice a load level (a window's running batch varies around its mean); None where a row's edge falls in
+    between: there its steps draft several K, and its step time is no point of t(K)."""
+    lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
+    inside = sorted({e for r in rows or [] for e in (r[0], r[1] + 1) if lo < e <= hi})
+    ks = {schedule_k(rows, n, b) for b in [lo, *inside]}
+    return ks.pop() if len(ks) == 1 else None
+
+
 @dataclass(frozen=True)
 class TrackDrafting:
     """What a canary drafts against the stable, load by load: each track's started N and batch-size
