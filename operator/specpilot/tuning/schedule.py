@@ -139,13 +139,20 @@ def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, i
     return tuple(entries)
 
 
+def _band(level: float, rows: Sequence[Sequence[int]]) -> list[int]:
+    """Batch sizes that stand for every one from half to twice a load level (a window's running batch varies
+    around its mean): K is constant between the rows' edges, so the band's start and each edge inside it."""
+    lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
+    return [lo] + sorted({e for r in rows for e in (r[0], r[1] + 1) if lo < e <= hi})
+
+
 def steady_k(rows: Sequence[Sequence[int]] | None, n: int, level: float) -> int | None:
     """The K a track started at N with batch-size schedule `rows` drafts at every batch size from half to
-    twice a load level (a window's running batch varies around its mean); None where a row's edge falls in
-    between: there its steps draft several K, and its step time is no point of t(K)."""
-    lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
-    inside = sorted({e for r in rows or [] for e in (r[0], r[1] + 1) if lo < e <= hi})
-    ks = {schedule_k(rows, n, b) for b in [lo, *inside]}
+    twice a load level; None where a row's edge falls in between (there its steps draft several K, and its
+    step time is no point of t(K)) or the level is not a finite load."""
+    if not math.isfinite(level):
+        return None
+    ks = {schedule_k(rows, n, b) for b in _band(level, rows or [])}
     return ks.pop() if len(ks) == 1 else None
 
 
@@ -169,13 +176,9 @@ class TrackDrafting:
         a_n, b_n = self.stable_n, self.canary_n
         if a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(self.method)):
             return False
-        lo, hi = max(1, math.floor(level / 2)), math.ceil(level * 2)
-        # K is constant between the rows' edges: comparing at the band's start and at every edge inside it
-        # compares every batch size in it.
         rows = [*(self.stable_rows or []), *(self.canary_rows or [])]
-        edges = {e for r in rows for e in (r[0], r[1] + 1)}
         return all(schedule_k(self.stable_rows, a_n, b) == schedule_k(self.canary_rows, b_n, b)
-                   for b in [lo] + sorted(e for e in edges if lo < e <= hi))
+                   for b in _band(level, rows))
 
     def direction(self, level: float) -> int:
         """+1 where the canary drafts more tokens per step than the stable at this load, -1 fewer, 0 as many."""
