@@ -5,7 +5,8 @@ is resumed, or named and restarted at spec N, and the tuner steps on.
 
 The statuses mutated here are real ones, taken from simulated deployments mid-round (a canary running, a
 schedule proposed, a method canary analysed), so a mutation reaches the fields a tuner actually reads. The
-values are what an API server can hold: JSON, so no NaN or infinity (it refuses those)."""
+values are what an API server can hold: JSON, so no NaN or infinity (it refuses those), but finite
+extremes (1e300, 5e-324) that overflow or divide by zero in the tuner's arithmetic."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2 ** 70), 2 ** 70)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+    | st.sampled_from([5e-324, 1e-300, 1e300, -1e300, 1.7e308]),  # finite, but square to overflow
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6)
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .observations import WindowRecord, finite
+from .observations import MAX_N, WindowRecord, finite
 
 # Window counts and the z bound are statistics, not policy: they set how sure a drift must be, while the
 # user's knob is how large it must be (spec.tuning.driftThreshold).
@@ -35,7 +35,8 @@ def reference_from_json(d: Any) -> dict[str, float] | None:
         return None
     if not isinstance(d, dict):
         raise ValueError("reference is not an object")
-    out = {"l": finite(d.get("l"), "reference l", 1.0), "l_sd": finite(d.get("l_sd"), "reference l_sd", 0.0)}
+    out = {"l": finite(d.get("l"), "reference l", 1.0, MAX_N + 1),
+           "l_sd": finite(d.get("l_sd"), "reference l_sd", 0.0, MAX_N + 1)}
     if d.get("windows") is not None:
         out["windows"] = finite(d["windows"], "reference windows", 2.0)
     return out

@@ -27,6 +27,15 @@ DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
 # Largest N a window can have run (a block drafter's block of 64, spec.speculative.blockSize's limit). What
 # is read back from a status beyond it is not the tuner's: the step-time model sizes its matrices by N.
 MAX_N = 64
+# Bounds on what a window's numbers can be. A status is anyone's to write and a pod's counters anyone's to
+# forge, and a count of 1e300 is finite but squares to overflow (the acceptance estimate's variance): what
+# is read back beyond these is refused, what a window measures beyond them is held to them.
+# Counts of one window (an engine counts at most ~1e5 tokens a second per pod) and seconds since the epoch.
+MAX_MAGNITUDE = 1e15
+# Running sequences per pod (vLLM's max_num_seqs is in the hundreds to thousands).
+MAX_LOAD = 1e6
+# Seconds one verify step takes: a microsecond to an hour.
+MIN_STEP_S, MAX_STEP_S = 1e-6, 3600.0
 
 
 def whole_n(value: Any, what: str) -> int:
@@ -44,15 +53,15 @@ def whole(value: Any, what: str) -> int:
     return value
 
 
-def finite(value: Any, what: str, least: float = -math.inf) -> float:
-    """A number read back from a status: finite (JSON's 1e400 reads as infinity) and at least `least`,
-    else ValueError."""
+def finite(value: Any, what: str, least: float = -MAX_MAGNITUDE, most: float = MAX_MAGNITUDE) -> float:
+    """A number read back from a status: finite (JSON's 1e400 reads as infinity) and from `least` to
+    `most`, else ValueError naming `what`."""
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} {value!r} is not a number") from None
-    if not math.isfinite(x) or x < least:
-        raise ValueError(f"{what} {value!r} is not a finite number of at least {least:g}")
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} {value!r:.32} is not a number") from None
+    if not (math.isfinite(x) and least <= x <= most):
+        raise ValueError(f"{what} {value!r:.32} is not a finite number from {least:g} to {most:g}")
     return x
 
 
@@ -143,17 +152,17 @@ class WindowRecord:
             raise ValueError(f"record acc/dr is not a list of at most {MAX_N} counts")
         if d["track"] not in ("stable", "canary"):
             raise ValueError(f"record track {str(d['track'])[:32]!r} is neither 'stable' nor 'canary'")
-        # Counts and times are never negative (`delta` restarts them instead), and `record` floors the load at
-        # one sequence per pod (the judge takes its log).
+        # What `record` writes: counts never negative (`delta` restarts them instead) and none above the drafts,
+        # the load at least one sequence per pod (the judge takes its log), step times within their bounds.
+        drafts = finite(d["drafts"], "record drafts", 0.0)
         return cls(seq=whole(d["seq"], "record seq"), track=d["track"], n=whole_n(d["n"], "record n"),
-                   drafts=finite(d["drafts"], "record drafts", 0.0),
-                   accepted_per_pos=tuple(finite(a, "record acc", 0.0) for a in d["acc"]),
-                   tokens_per_step=finite(d["l"], "record l", 1.0),
-                   step_s=None if d["t"] is None else finite(d["t"], "record t", 0.0),
-                   load=finite(d["b"], "record b", 1.0),
-                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0) for x in dr),
+                   drafts=drafts, accepted_per_pos=tuple(finite(a, "record acc", 0.0, drafts) for a in d["acc"]),
+                   tokens_per_step=finite(d["l"], "record l", 1.0, MAX_N + 1),
+                   step_s=None if d["t"] is None else finite(d["t"], "record t", MIN_STEP_S, MAX_STEP_S),
+                   load=finite(d["b"], "record b", 1.0, MAX_LOAD),
+                   drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0, drafts) for x in dr),
                    scheduled=d["s"] is True if "s" in d else dr is not None,
-                   alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0))
+                   alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0, MAX_LOAD))
 
 
 def has_traffic(w: TrackWindow | None) -> bool:
@@ -168,19 +177,27 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     n-gram drafter with nothing to propose): what N buys is acceptance over every draft."""
     d = w.delta
     n_pos = min(w.n, len(d.accepted_per_pos))
-    acc = tuple(d.accepted_per_pos[:n_pos])
-    drafted = tuple(d.drafted_per_pos[:n_pos]) if scheduled and d.drafted_per_pos is not None and w.n else None
-    tokens = 1.0 + d.accepted_tokens / d.drafts if w.n > 0 and d.drafts > 0 else 1.0
+    drafts = _count(d.drafts) if w.n > 0 else 0.0
+    acc = tuple(min(_count(a), drafts) for a in d.accepted_per_pos[:n_pos])
+    drafted = tuple(min(_count(x), drafts) for x in d.drafted_per_pos[:n_pos]) \
+        if scheduled and d.drafted_per_pos is not None and w.n else None
+    tokens = 1.0 + min(max(d.accepted_tokens, 0.0) / drafts, w.n) if drafts > 0 else 1.0
     tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
-    step = tpot * tokens if tpot is not None else None
+    step = tpot * tokens if tpot is not None and tpot > 0 and math.isfinite(tpot * tokens) else None
     pods = max(w.ready_pods, 1)
-    if tpot is not None and window_s > 0:
+    if step is not None and window_s > 0:
         load = d.generation_tokens / window_s * tpot / pods
     else:
         load = d.running / pods
-    return WindowRecord(seq=seq, track=track, n=w.n, drafts=d.drafts if w.n > 0 else 0.0,
-                        accepted_per_pos=acc, tokens_per_step=tokens, step_s=step, load=max(load, 1.0),
+    return WindowRecord(seq=seq, track=track, n=w.n, drafts=drafts, accepted_per_pos=acc, tokens_per_step=tokens,
+                        step_s=None if step is None else min(max(step, MIN_STEP_S), MAX_STEP_S),
+                        load=min(max(load, 1.0), MAX_LOAD) if math.isfinite(load) else MAX_LOAD,
                         drafted_per_pos=drafted, scheduled=scheduled)
+
+
+def _count(x: float) -> float:
+    """A window's counter delta as a record holds it: at most MAX_MAGNITUDE (`WindowRecord.from_json`)."""
+    return min(max(x, 0.0), MAX_MAGNITUDE) if math.isfinite(x) else MAX_MAGNITUDE
 
 
 def alone(stable: WindowRecord, stable_pods: int, canary: WindowRecord | None, canary_pods: int,
@@ -193,8 +210,10 @@ def alone(stable: WindowRecord, stable_pods: int, canary: WindowRecord | None, c
     sequences both tracks ran (Little's law, per track) are the ones the stable's pods would run alone."""
     total = stable.load * max(stable_pods, 1) + (canary.load * max(canary_pods, 0) if canary else 0.0)
     if alone_pods is None:
-        return dataclasses.replace(stable, alone_load=round(max(total / max(stable_pods, 1), stable.load), 4))
-    return dataclasses.replace(stable, alone_load=round(max(total / max(alone_pods, 1), 1.0), 4))
+        load = max(total / max(stable_pods, 1), stable.load)
+    else:
+        load = max(total / max(alone_pods, 1), 1.0)
+    return dataclasses.replace(stable, alone_load=round(min(load, MAX_LOAD), 4))
 
 
 def acceptance_note(records: Sequence[WindowRecord], scheduled: Collection[str]) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 from . import drift
 from .evidence import MAX_CARRIED, Evidence
 from .kinds import Phase
-from .observations import WindowRecord, finite, whole, whole_n
+from .observations import MAX_LOAD, WindowRecord, finite, whole, whole_n
 from .schedule import rows_from_json
 from .step_model import Pair
 
@@ -97,7 +97,8 @@ class TunerState:
             reference=drift.reference_from_json(s.get("reference")),
             converged_at=None if converged_at is None else finite(converged_at, "convergedAt"),
             converged_seq=s.get("convergedSeq"),
-            converged_loads=None if s.get("convergedLoads") is None else [float(b) for b in s["convergedLoads"]],
+            converged_loads=None if s.get("convergedLoads") is None
+            else [finite(b, "convergedLoads", 1.0, MAX_LOAD) for b in s["convergedLoads"][:MAX_RECORDS]],
             schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
             canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=near_tie, carried=[Evidence.from_json(e) for e in carried],

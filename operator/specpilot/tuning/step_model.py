@@ -33,7 +33,7 @@ from specpilot_runtime.speculative import Family
 
 from . import costs
 from .cost_shapes import SHAPES
-from .observations import WindowRecord, finite, whole_n
+from .observations import MAX_LOAD, WindowRecord, finite, whole_n
 
 SHAPE_NAMES: tuple[str, ...] = (*SHAPES, *costs.ROOFLINE_FLOORS)
 KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
@@ -55,6 +55,9 @@ MIN_NOISE_SD = 0.02
 # Prior sd of a block drafter's jump (log cost of drafting at all, for every N >= 1): its one pass over the
 # block costs the same at N = 1 as at N = 7, a share of the step no measured shape fixes.
 JUMP_SD = 0.1
+# Largest |log t_canary / t_stable| a pair read back from a status may hold: windows hold step times to
+# 1 us .. 1 h (observations.MIN_STEP_S, MAX_STEP_S), a log ratio of 22, and exp() of it must stay finite.
+MAX_LOG_RATIO = 50.0
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,8 @@ class Pair:
         have the correction's matrices take 75 GiB)."""
         if not isinstance(v, list) or len(v) != 4:
             raise ValueError(f"pair {str(v)[:32]} is not [N canary, N stable, load, log ratio]")
-        return cls(whole_n(v[0], "pair N"), whole_n(v[1], "pair N"), finite(v[2], "pair load"),
-                   finite(v[3], "pair log ratio"))
+        return cls(whole_n(v[0], "pair N"), whole_n(v[1], "pair N"), finite(v[2], "pair load", 1.0, MAX_LOAD),
+                   finite(v[3], "pair log ratio", -MAX_LOG_RATIO, MAX_LOG_RATIO))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""A pod's metrics are anyone's to forge, and a status anyone's to write. Counts like 1e300 are finite (the
+scrape and the API server take them) but square to overflow in the acceptance estimate: before, one such
+window raised out of the tuner's step on every later window (Kopf retries, the deployment is never tuned
+again), and one such count in status.tuning did the same after a restart. Now a window's numbers are held
+to what an engine can report, and a status beyond them is named and restarted at spec N."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specpilot.api.models import SpeculativeDeployment, Tuning
+from specpilot.controller import tuning_resume
+from specpilot.tuning import Observations, Phase, TrackWindow, TunerState, step
+from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, record
+from specpilot_runtime.vllm_metrics import Snapshot
+
+BIG = 1e300
+
+
+def _honest(scale: float = 1.0) -> Snapshot:
+    """A minute of an EAGLE-3 pod at N=3: 6000 tokens, 2.8 per step, 20 ms steps, 8 sequences."""
+    tokens = 6000.0
+    return Snapshot(drafts=1000.0 * scale, accepted_tokens=1800.0 * scale,
+                    accepted_per_pos=(800.0 * scale, 600.0 * scale, 400.0 * scale),
+                    generation_tokens=tokens * scale, tpot_sum=0.02 / 2.8 * tokens / 2.8, tpot_count=tokens / 2.8,
+                    running=8.0)
+
+
+FORGED = [
+    _honest(BIG),
+    Snapshot(drafts=1e-300, accepted_tokens=1e308, accepted_per_pos=(1e308, 1e308), generation_tokens=1e308,
+             tpot_sum=1e308, tpot_count=1e-5, running=1e308),
+    Snapshot(drafts=10.0, accepted_tokens=1e6, accepted_per_pos=(1e6, 5.0), generation_tokens=100.0,
+             tpot_sum=1e-320, tpot_count=1.0, running=2.0),
+    Snapshot(drafts=10.0, accepted_tokens=5.0, accepted_per_pos=(5.0,), generation_tokens=100.0, running=BIG),
+]
+
+
+@pytest.mark.parametrize("delta", FORGED)
+def test_a_forged_window_is_held_to_what_an_engine_reports_and_reads_back(delta: Snapshot) -> None:
+    r = record(1, "stable", TrackWindow(n=3, delta=delta, ready_pods=1, desired_pods=1), 60.0)
+    assert 1.0 <= r.tokens_per_step <= 4.0  # 1 + at most N accepted per draft
+    assert 1.0 <= r.load <= MAX_LOAD
+    assert r.step_s is None or r.step_s <= MAX_STEP_S
+    assert all(a <= r.drafts for a in r.accepted_per_pos)
+    text = json.dumps(r.to_json(), allow_nan=False)  # what the API server takes
+    assert WindowRecord.from_json(json.loads(text)) == r
+
+
+def test_the_tuner_steps_on_through_forged_windows_and_its_status_resumes() -> None:
+    tuning = Tuning.model_validate({"enabled": True, "candidates": list(range(8))})
+    sd = SpeculativeDeployment.model_validate({
+        "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
+        "spec": {"model": "m", "speculative": {"method": "eagle3", "draftModel": "d", "numSpeculativeTokens": 3},
+                 "tuning": {"enabled": True, "candidates": list(range(8))}}})
+    state = TunerState.new("eagle3", 3, now=0.0)
+    forged = iter(FORGED * 2)
+    for i in range(40):
+        stable = next(forged) if i % 5 == 4 else _honest()
+        canary = None if state.canary_n is None else TrackWindow(n=state.canary_n, delta=_honest(), ready_pods=1,
+                                                                 desired_pods=1)
+        obs = Observations(window_s=60.0, stable=TrackWindow(n=state.stable_n, delta=stable, ready_pods=1,
+                                                             desired_pods=1), canary=canary)
+        state, _ = step(state, tuning, obs, now=60.0 * (i + 1))
+        status = json.loads(json.dumps({**state.to_status(), "specN": 3}, allow_nan=False))
+        assert tuning_resume.problem(status, sd) is None
+    assert state.phase != Phase.OBSERVING or state.round > 0  # it kept tuning: a round was planned
+
+
+@pytest.mark.parametrize("key, value", [("drafts", BIG), ("b", BIG), ("t", 5e-324), ("l", 1e6), ("acc", [BIG])])
+def test_a_status_count_beyond_what_an_engine_reports_is_named(key: str, value: object) -> None:
+    r = record(1, "stable", TrackWindow(n=3, delta=_honest(), ready_pods=1, desired_pods=1), 60.0).to_json()
+    with pytest.raises(ValueError, match=f"record {key}"):
+        WindowRecord.from_json({**r, key: value})
