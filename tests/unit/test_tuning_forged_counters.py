@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specpilot.api.models import SpeculativeDeployment, Tuning
 from specpilot.controller import tuning_resume
@@ -17,6 +19,10 @@ from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, re
 from specpilot_runtime.vllm_metrics import Snapshot
 
 BIG = 1e300
+SD = SpeculativeDeployment.model_validate({
+    "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
+    "spec": {"model": "m", "speculative": {"method": "eagle3", "draftModel": "d", "numSpeculativeTokens": 3},
+             "tuning": {"enabled": True, "candidates": list(range(8))}}})
 
 
 def _honest(scale: float = 1.0) -> Snapshot:
@@ -35,6 +41,8 @@ FORGED = [
     Snapshot(drafts=10.0, accepted_tokens=1e6, accepted_per_pos=(1e6, 5.0), generation_tokens=100.0,
              tpot_sum=1e-320, tpot_count=1.0, running=2.0),
     Snapshot(drafts=10.0, accepted_tokens=5.0, accepted_per_pos=(5.0,), generation_tokens=100.0, running=BIG),
+    Snapshot(drafts=5e-324, accepted_per_pos=(0.0, 0.0, 0.0), generation_tokens=6000.0, tpot_sum=10.0,
+             tpot_count=2000.0, running=8.0),  # squares to 0
 ]
 
 
@@ -51,22 +59,30 @@ def test_a_forged_window_is_held_to_what_an_engine_reports_and_reads_back(delta:
 
 def test_the_tuner_steps_on_through_forged_windows_and_its_status_resumes() -> None:
     tuning = Tuning.model_validate({"enabled": True, "candidates": list(range(8))})
-    sd = SpeculativeDeployment.model_validate({
-        "apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
-        "spec": {"model": "m", "speculative": {"method": "eagle3", "draftModel": "d", "numSpeculativeTokens": 3},
-                 "tuning": {"enabled": True, "candidates": list(range(8))}}})
     state = TunerState.new("eagle3", 3, now=0.0)
-    forged = iter(FORGED * 2)
+    forged = iter(FORGED * 4)
     for i in range(40):
-        stable = next(forged) if i % 5 == 4 else _honest()
+        stable = next(forged) if i % 5 >= 3 else _honest()
         canary = None if state.canary_n is None else TrackWindow(n=state.canary_n, delta=_honest(), ready_pods=1,
                                                                  desired_pods=1)
         obs = Observations(window_s=60.0, stable=TrackWindow(n=state.stable_n, delta=stable, ready_pods=1,
                                                              desired_pods=1), canary=canary)
         state, _ = step(state, tuning, obs, now=60.0 * (i + 1))
         status = json.loads(json.dumps({**state.to_status(), "specN": 3}, allow_nan=False))
-        assert tuning_resume.problem(status, sd) is None
+        assert tuning_resume.problem(status, SD) is None
     assert state.phase != Phase.OBSERVING or state.round > 0  # it kept tuning: a round was planned
+
+
+@pytest.mark.parametrize("delta", FORGED)
+def test_a_track_forging_every_window_leaves_the_tuner_stepping(delta: Snapshot) -> None:
+    tuning = Tuning.model_validate({"enabled": True, "candidates": list(range(8))})
+    state = TunerState.new("eagle3", 3, now=0.0)
+    for i in range(12):
+        obs = Observations(window_s=60.0, stable=TrackWindow(n=state.stable_n, delta=delta, ready_pods=1,
+                                                             desired_pods=1))
+        state, _ = step(state, tuning, obs, now=60.0 * (i + 1))
+    assert tuning_resume.problem(json.loads(json.dumps({**state.to_status(), "specN": 3}, allow_nan=False)),
+                                 SD) is None
 
 
 @pytest.mark.parametrize("key, value", [("drafts", BIG), ("b", BIG), ("t", 5e-324), ("l", 1e6), ("acc", [BIG])])
@@ -74,3 +90,27 @@ def test_a_status_count_beyond_what_an_engine_reports_is_named(key: str, value: 
     r = record(1, "stable", TrackWindow(n=3, delta=_honest(), ready_pods=1, desired_pods=1), 60.0).to_json()
     with pytest.raises(ValueError, match=f"record {key}"):
         WindowRecord.from_json({**r, key: value})
+
+
+# Any finite counter values, typical and extreme, in windows of any length, with or without a canary.
+_NUM = st.floats(0, 1e6) | st.sampled_from([0.0, 5e-324, 1e-300, 0.5, 1e15, BIG, 1.7e308])
+_SNAP = st.builds(Snapshot, drafts=_NUM, accepted_tokens=_NUM, accepted_per_pos=st.lists(_NUM, max_size=10).map(tuple),
+                  drafted_per_pos=st.none() | st.lists(_NUM, max_size=10).map(tuple), generation_tokens=_NUM,
+                  tpot_sum=_NUM, tpot_count=_NUM, running=_NUM)
+_WINDOW = st.tuples(st.sampled_from([1e-9, 1.0, 300.0, 1e9]), _SNAP, st.integers(0, 4), st.none() | _SNAP)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_WINDOW, min_size=1, max_size=25), st.sampled_from(["single", "schedule"]))
+def test_any_counters_leave_the_tuner_stepping_and_its_status_readable(windows: list, mode: str) -> None:
+    tuning = Tuning.model_validate({"enabled": True, "mode": mode, "candidates": list(range(8))})
+    state = TunerState.new("eagle3", 3, now=0.0)
+    for i, (window_s, stable, pods, canary) in enumerate(windows):
+        c = None if canary is None or state.canary_n is None else \
+            TrackWindow(n=state.canary_n, delta=canary, ready_pods=1, desired_pods=1)
+        obs = Observations(window_s=window_s, stable=TrackWindow(n=state.stable_n, delta=stable, ready_pods=pods,
+                                                                 desired_pods=pods), canary=c, stable_replicas=1)
+        state, _ = step(state, tuning, obs, now=300.0 * (i + 1))
+        status = json.loads(json.dumps({**state.to_status(), "specN": 3}, allow_nan=False))
+        assert tuning_resume.problem(status, SD) is None

@@ -77,13 +77,14 @@ def estimate(records: Sequence[WindowRecord], exact_n: int | None = None) -> Sur
     only windows that ran at exactly that N, for drafters whose S_k depends on N (parallel blocks). The
     curve ends at the first position no window drafted (a schedule that never lets K reach it).
     """
-    rows = [r for r in records if r.n > 0 and r.drafts > 0 and (exact_n is None or r.n == exact_n)]
+    # A window with less than one draft drafted nothing (counts are whole; a forged 5e-324 squares to 0).
+    rows = [r for r in records if r.n > 0 and r.drafts >= 1 and (exact_n is None or r.n == exact_n)]
     depth = max((len(r.accepted_per_pos) for r in rows), default=0)
     s: list[float] = []
     se: list[float] = []
     counts: list[int] = []
     for k in range(1, depth + 1):
-        use = [r for r in rows if len(r.accepted_per_pos) >= k and r.drafted_at(k - 1) > 0]
+        use = [r for r in rows if len(r.accepted_per_pos) >= k and r.drafted_at(k - 1) >= 1]
         if not use:
             break
         num = [r.accepted_per_pos[k - 1] for r in use]
