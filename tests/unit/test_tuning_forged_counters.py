@@ -7,15 +7,20 @@ to what an engine can report, and a status beyond them is named and restarted at
 from __future__ import annotations
 
 import json
+import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specpilot.api.models import SpeculativeDeployment, Tuning
+from specpilot.api.models import Canary, SpeculativeDeployment, Tuning
 from specpilot.controller import tuning_resume
 from specpilot.tuning import Observations, Phase, TrackWindow, TunerState, step
+from specpilot.tuning import tournament as tour
 from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, record
+from specpilot_harness.bench import tournament as bench_tournament
+from specpilot_harness.bench.cli import __file__ as bench_cli
 from specpilot_runtime.vllm_metrics import Snapshot
 
 BIG = 1e300
@@ -114,3 +119,34 @@ def test_any_counters_leave_the_tuner_stepping_and_its_status_readable(windows: 
         state, _ = step(state, tuning, obs, now=300.0 * (i + 1))
         status = json.loads(json.dumps({**state.to_status(), "specN": 3}, allow_nan=False))
         assert tuning_resume.problem(status, SD) is None
+
+
+def _random_counts(rng: random.Random) -> Snapshot:
+    def num() -> float:
+        return rng.choice([0.0, 5e-324, 1e-300, 1e15, BIG, rng.uniform(0, 10), rng.uniform(0, 1e6)])
+    return Snapshot(drafts=num(), accepted_tokens=num(), generation_tokens=num(), tpot_sum=num(),
+                    tpot_count=num(), running=num(),
+                    accepted_per_pos=tuple(num() for _ in range(rng.randint(0, 10))))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_method_tournament_on_any_counters_keeps_a_status_that_reads_back(seed: int) -> None:
+    """Before, a method canary judged on nothing comparable kept bounds of -inf..inf, which no status holds."""
+    t = next(x for x in bench_tournament.load_tournaments(
+        (Path(bench_cli).parent / "profiles" / "tournaments-article.json").read_text())
+        if x.name == "qwen3-8b-math500-eagle3-vs-dspark-vs-off")
+    contenders = bench_tournament.contenders(t)
+    tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
+    state, inner = tour.Tournament.new(contenders, 0.0), TunerState.new(contenders[0].method, contenders[0].n)
+    rng = random.Random(seed)
+    for i in range(30):
+        n = state.canary_n if state.canary is not None else inner.canary_n
+        method = contenders[state.canary].method if state.canary is not None else inner.method
+        canary = None if n is None else TrackWindow(n=n, delta=_random_counts(rng), ready_pods=1, desired_pods=1,
+                                                    method=method)
+        obs = Observations(window_s=rng.choice([1e-9, 60.0, 1e9]), canary=canary, stable_replicas=1,
+                           stable=TrackWindow(n=inner.stable_n, delta=_random_counts(rng), ready_pods=1,
+                                              desired_pods=1, method=inner.method))
+        state, inner, _ = tour.step(state, inner, tuning, contenders, obs, 300.0 * (i + 1))
+        status = json.loads(json.dumps(state.to_status(), allow_nan=False))
+        assert tour.Tournament.from_status(status, contenders, 300.0 * (i + 1)).to_status() == status

@@ -115,9 +115,12 @@ class Entry:
     pairs: list[Pair] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"measuredN": self.measured_n, "gain": self.gain, "lower": self.lower, "upper": self.upper,
-                "acceptedLength": self.accepted_length, "bestN": self.best_n, "expected": self.expected,
-                "sd": self.sd, "retried": self.retried, "failure": self.failure,
+        def num(v: float | None) -> float | None:
+            return v if v is not None and math.isfinite(v) else None  # a bound with nothing measured is infinite
+
+        return {"measuredN": self.measured_n, "gain": num(self.gain), "lower": num(self.lower),
+                "upper": num(self.upper), "acceptedLength": num(self.accepted_length), "bestN": self.best_n,
+                "expected": num(self.expected), "sd": num(self.sd), "retried": self.retried, "failure": self.failure,
                 "options": [list(o) for o in self.options], "records": [r.to_json() for r in self.records],
                 "pairs": [p.to_json() for p in self.pairs]}
 
