@@ -1,7 +1,9 @@
 """A PodRuntime (`--pod-runtime faulty_metrics:FaultyMetrics`) whose pods are healthy but whose /metrics
 is useless: pods of Deployments named `garbage...` answer 200 with an HTML page, those named `hang...`
 never answer, those named `huge...` export a NaN sample under a label value of 3.5 MB (within the
-operator's 4 MiB cap on an exposition; quoted whole, the reason would outgrow a status write)."""
+operator's 4 MiB cap on an exposition; quoted whole, the reason would outgrow a status write), those named
+`forged...` a well-formed exposition whose token counter grows by 1e300 per scrape (finite, and no
+engine's)."""
 
 from __future__ import annotations
 
@@ -18,13 +20,20 @@ class FaultyMetrics:
         self._runners: dict[str, web.AppRunner] = {}
 
     async def start(self, ctx: Any) -> None:
-        hang, huge = ctx.name.startswith("hang"), ctx.name.startswith("huge")
+        hang, huge, forged = (ctx.name.startswith(kind) for kind in ("hang", "huge", "forged"))
+        scrapes = 0
 
         async def metrics(_: web.Request) -> web.Response:
+            nonlocal scrapes
             if hang:
                 await asyncio.sleep(3600)
             if huge:
                 return web.Response(text=f'vllm:num_requests_running{{model_name="{HUGE_LABEL}"}} NaN\n')
+            if forged:
+                scrapes += 1
+                return web.Response(text="# TYPE vllm:generation_tokens counter\n"
+                                         f'vllm:generation_tokens_total{{model_name="m"}} {scrapes * 1e300:g}\n'
+                                         'vllm:num_requests_running{model_name="m"} 4\n')
             return web.Response(text="<html><body>502 Bad Gateway</body></html>", content_type="text/html")
 
         async def health(_: web.Request) -> web.Response:

@@ -1,6 +1,7 @@
 """A metrics endpoint that returns garbage, never answers or quotes megabytes back in its error: the tuner
 makes no decision (nothing in status.tuning's history, no canary) and the Tuning condition says why,
-naming the pod, in a message that a status write still takes."""
+naming the pod, in a message that a status write still takes. One whose counters no engine could count is
+not measured, and a Warning Event says so."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Iterator
 
 import pytest
 from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
-from tuning_kit import WINDOW, condition, deployment, tuned, tuning
+from tuning_kit import WINDOW, condition, deployment, events, tuned, tuning
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +48,17 @@ def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name
     assert wide[0].split() == ["NAME", "METHOD", "N", "READY", "PHASE", "ACCEPTED", "LENGTH", "SCHEDULE", "AGE",
                                "REPLICAS", "CANARY", "N", "TUNING"], wide
     assert wide[1].split()[-1] == "MetricsUnavailable", wide
+
+
+def test_counters_no_engine_could_count_are_not_measured_and_said_once(faulty: Cluster) -> None:
+    ns = faulty.namespace("forged")
+    assert faulty.apply(tuned("forged", "qwen35-122b-mtp-math500"), ns).returncode == 0
+    (warning,) = wait_for("the MetricsImplausible Event", lambda: events(faulty, ns, "MetricsImplausible"), timeout=45)
+    assert warning["type"] == "Warning"
+    assert "stable: " in warning["message"] and "more than any engine emits" in warning["message"], warning
+    time.sleep(3 * float(WINDOW.removesuffix("s")))
+    # Said once; nothing of it measured (the status keeps no record), and nothing decided on it.
+    assert len(events(faulty, ns, "MetricsImplausible")) == 1
+    assert faulty.operators[0].logs().count(f"tuning {ns}/forged: window not measured") == 1
+    assert not tuning(faulty, ns, "forged").get("records")
+    assert deployment(faulty, ns, "forged-canary") is None

@@ -16,11 +16,15 @@ from hypothesis import strategies as st
 
 from specpilot.api.models import Canary, SpeculativeDeployment, Tuning
 from specpilot.controller import tuning_resume
+from specpilot.controller import tuning_status as ts
+from specpilot.controller.tuning_metrics import observed_goodput
 from specpilot.tuning import Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import tournament as tour
-from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, record
-from specpilot_harness.bench import tournament as bench_tournament
+from specpilot.tuning.machine import load_mix
+from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, implausible, record
+from specpilot_harness.bench import strategies, tournament as bench_tournament
 from specpilot_harness.bench.cli import __file__ as bench_cli
+from specpilot_harness.sim.profile import load_profiles
 from specpilot_runtime.vllm_metrics import Snapshot
 
 BIG = 1e300
@@ -150,3 +154,39 @@ def test_a_method_tournament_on_any_counters_keeps_a_status_that_reads_back(seed
         state, inner, _ = tour.step(state, inner, tuning, contenders, obs, 300.0 * (i + 1))
         status = json.loads(json.dumps(state.to_status(), allow_nan=False))
         assert tour.Tournament.from_status(status, contenders, 300.0 * (i + 1)).to_status() == status
+
+
+@pytest.mark.parametrize("delta, why", [
+    (_honest(BIG), "tokens or drafts a second per pod, more than any engine emits"),
+    (Snapshot(drafts=10.0, accepted_tokens=1e6, accepted_per_pos=(1e6,), generation_tokens=100.0),
+     "accepted tokens from 10 drafts of at most 3"),
+    (Snapshot(drafts=10.0, accepted_tokens=5.0, accepted_per_pos=(2.0, 11.0), generation_tokens=100.0),
+     "a position accepted more tokens than the 10 drafts"),
+    (Snapshot(drafts=10.0, generation_tokens=100.0, tpot_sum=1e-320, tpot_count=1.0), "time per output token"),
+    (Snapshot(drafts=10.0, generation_tokens=100.0, running=BIG), "running sequences per pod"),
+])
+def test_a_window_no_engine_could_count_is_named_and_not_measured(delta: Snapshot, why: str) -> None:
+    tuning = Tuning.model_validate({"enabled": True, "candidates": list(range(8))})
+    state = TunerState.new("eagle3", 3, now=0.0)
+    for i in range(3):
+        state, _ = step(state, tuning, Observations(window_s=60.0, stable=TrackWindow(
+            n=3, delta=_honest(), ready_pods=1, desired_pods=1)), now=60.0 * (i + 1))
+    loads = load_mix(state)
+    forged = Observations(window_s=60.0, stable=TrackWindow(n=3, delta=delta, ready_pods=1, desired_pods=1))
+    assert why in ts.implausible_counters(forged)["stable"] and list(ts.implausible_counters(forged)) == ["stable"]
+    assert observed_goodput(forged.stable, 60.0) is None  # nor is it exported as the track's goodput
+    state, _ = step(state, tuning, forged, now=240.0)
+    assert load_mix(state) == loads and all(r.seq != state.seq for r in state.records)
+
+
+def test_every_simulated_window_is_one_an_engine_could_count() -> None:
+    """The bound is for broken and forged counters only: no window of the simulated engines meets it."""
+    profiles = load_profiles((Path(bench_cli).parent / "profiles" / "mixed-load.json").read_text())
+    for prof in list(profiles.values())[:4]:
+        dep = strategies._deployment(prof, 0, 48)
+        state, tuning = TunerState.new(prof.method, prof.default_n, now=dep.now), strategies.bench_tuning(prof, "schedule")
+        for _ in range(48):
+            obs = dep.window()
+            assert [w for w in (obs.stable, obs.canary) if w is not None and implausible(w, obs.window_s)] == []
+            state, action = step(state, tuning, obs, dep.now)
+            dep.apply(action)

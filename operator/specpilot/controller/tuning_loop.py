@@ -36,6 +36,7 @@ from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
 from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament
+from specpilot.tuning.observations import measurable
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class TuningLoop:
         self.warned_routes: set[str] = set()
         self.rebuilt_routes: set[tuple[str, str]] = set()  # (route, why its record was rebuilt), said once
         self.scrape_problem: str | None = None  # the last window's, as logged
+        self.implausible: set[str] = set()  # tracks whose last window no engine could have counted, as logged
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         log.info("tuning %s/%s: loop started", self.namespace, self.name)
@@ -202,9 +204,17 @@ class TuningLoop:
         if elapsed is None:
             return pods  # the first scrape only sets the baseline of each pod
         obs = ts.observations(deployments, targets, deltas, elapsed, spec.replicas)
+        implausible = ts.implausible_counters(obs)
+        if implausible and set(implausible) != self.implausible:  # said when it starts, not every window
+            message = "window not measured, its counters are no engine's: " + \
+                "; ".join(f"{track}: {why}" for track, why in implausible.items())
+            log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
+            self.events.warning(obj, ts.METRICS_IMPLAUSIBLE, message)
+        self.implausible = set(implausible)
         tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
+        measured = obs.stable if measurable(obs.stable, obs.window_s) else None
         standing = await self._commit(obj, sd, state.history, new_state,
-                                      ts.tuning_condition(new_state, action, tour, contenders), obs.stable, tour)
+                                      ts.tuning_condition(new_state, action, tour, contenders), measured, tour)
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
             canary_n = new_state.canary_n if tour.canary is None else tour.canary_n
             serving = canary_n is not None and any(

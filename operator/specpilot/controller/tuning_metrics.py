@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from specpilot.controller import metric_names as m
 from specpilot.tuning import Action, ActionKind, TrackWindow
-from specpilot.tuning.observations import finite, whole
+from specpilot.tuning.observations import finite, measurable, whole
 
 NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
 # The one mapping of the tuner's actions to `decision` label values (RESET is the controller's, never counted).
@@ -20,7 +20,7 @@ DECISION_OF: dict[ActionKind, str] = {
 
 def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:
     """Output tokens per second per ready pod over the window (engine time), None without traffic."""
-    if w is None or w.ready_pods == 0 or window_s <= 0 or w.delta.generation_tokens <= 0:
+    if w is None or not measurable(w, window_s):
         return None
     return w.delta.generation_tokens / window_s / w.ready_pods
 

@@ -21,7 +21,7 @@ from specpilot.render.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
-from specpilot.tuning.observations import DRAFTED_PER_POS_ABSENT, acceptance_note
+from specpilot.tuning.observations import DRAFTED_PER_POS_ABSENT, acceptance_note, has_traffic, implausible
 from specpilot.tuning.schedule import schedule_text
 from specpilot.tuning.tournament import Contender, Tournament, standings
 
@@ -40,6 +40,8 @@ EVENT_REASONS: dict[ActionKind, str] = {k: "Tuning" + _camel(k) for k in ActionK
 # A rollback that is a probe (the canary won; what it measured points to a better canary): a Normal Event.
 PROBE_REASON = "TuningProbe"
 METRICS_UNAVAILABLE = "MetricsUnavailable"
+# A track's window that no engine could have counted (a broken exporter, a forged /metrics): not measured.
+METRICS_IMPLAUSIBLE = "MetricsImplausible"
 # Condition on tracks serving a batch-size schedule: is each position's acceptance divided by the drafts
 # that reached it (specpilot's drafted-per-position counter), or by every draft (reads low past K)?
 ACCEPTANCE_MEASURED = "AcceptanceMeasured"
@@ -105,6 +107,12 @@ def scrape_problem(scrapes: list[PodScrape]) -> str | None:
             by_error.setdefault(s.error or "not scraped", []).append(s.target.name)
     # Pods failing alike (a network policy, a version skew) are said once, with a few of their names.
     return "; ".join(f"{some_of(names)}: {error}" for error, names in by_error.items()) or None
+
+
+def implausible_counters(obs: Observations) -> dict[str, str]:
+    """The tracks whose window the tuner does not measure because no engine could have counted it, and why."""
+    return {name: why for name, w in (("stable", obs.stable), ("canary", obs.canary))
+            if w is not None and has_traffic(w) and (why := implausible(w, obs.window_s))}
 
 
 def edited_by_hand(tuning_status: dict[str, Any] | None, spec_n: int) -> bool:

@@ -26,7 +26,7 @@ from . import drift, evidence
 from .judge import (EXTEND, MIN_WINDOWS, Verdict, health_problem, judge, load_octaves, out_of_room, paired,
                     promotion_power)
 from .kinds import CANARY_PHASES, ActionKind, Phase, Ruling
-from .observations import Observations, WindowRecord, alone, has_traffic, record
+from .observations import Observations, WindowRecord, alone, measurable, record
 from .planner import Plan, plan, posterior_goodput
 from .schedule import ScheduleProposal, TrackDrafting, propose, schedule_text, steady_k
 from .state import ANALYSIS_KEPT, LOADS_KEPT, TunerState
@@ -472,17 +472,17 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
     state.seq += 1
     state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING
     recs: dict[str, WindowRecord] = {}
-    if has_traffic(obs.stable) and obs.stable.n == state.stable_n:
+    if measurable(obs.stable, obs.window_s) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
         beside = None
-        if obs.canary is not None and has_traffic(obs.canary):
+        if obs.canary is not None and measurable(obs.canary, obs.window_s):
             beside = record(state.seq, "canary", obs.canary, obs.window_s)  # any canary pods, analysed or not
         if beside is not None or (obs.canary is not None and obs.stable_replicas):
             recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, beside,
                                    obs.canary.ready_pods if beside else 0, obs.stable_replicas)
     analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
-    if analysing and has_traffic(obs.canary) and obs.canary.n == state.canary_n:
+    if analysing and measurable(obs.canary, obs.window_s) and obs.canary.n == state.canary_n:
         recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s, state.canary_schedule is not None)
     for r in recs.values():
         state.add_record(r)

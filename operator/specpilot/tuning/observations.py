@@ -36,6 +36,11 @@ MAX_MAGNITUDE = 1e15
 MAX_LOAD = 1e6
 # Seconds one verify step takes: a microsecond to an hour.
 MIN_STEP_S, MAX_STEP_S = 1e-6, 3600.0
+# Tokens (or drafts) a second one pod can emit: a thousand times what an H200 serves (a simulated engine's
+# clock may run faster than wall time).
+MAX_TOKEN_RATE = 1e8
+# Rounding slack when one counter bounds another (they are summed over pods as floats).
+_SLACK = 1e-6
 
 
 def whole_n(value: Any, what: str) -> int:
@@ -168,6 +173,36 @@ class WindowRecord:
 def has_traffic(w: TrackWindow | None) -> bool:
     """True when the track served tokens in the window (ready and not idle)."""
     return w is not None and w.ready_pods > 0 and w.delta.generation_tokens > 0
+
+
+def implausible(w: TrackWindow, window_s: float) -> str | None:
+    """Why a track's window cannot be an engine's counting (a broken exporter, a forged /metrics), None when
+    it can. Such a window is not measured: held to the bounds `record` keeps, it would still steer the tuner
+    (a load of 10^6 sequences per pod outweighs every other window of the load mix)."""
+    d, pods = w.delta, max(w.ready_pods, 1)
+    if window_s <= 0:
+        return f"a window of {window_s:g} s"
+    rate = max(d.generation_tokens, d.drafts) / window_s / pods
+    if rate > MAX_TOKEN_RATE:
+        return f"{rate:.3g} tokens or drafts a second per pod, more than any engine emits ({MAX_TOKEN_RATE:g})"
+    if w.n > 0 and d.accepted_tokens > w.n * d.drafts * (1 + _SLACK):
+        return f"{d.accepted_tokens:.6g} accepted tokens from {d.drafts:.6g} drafts of at most {w.n}"
+    if w.n > 0 and any(a > d.drafts * (1 + _SLACK) for a in d.accepted_per_pos[:w.n]):
+        return f"a position accepted more tokens than the {d.drafts:.6g} drafts"
+    if d.tpot_count > 0:
+        tpot = d.tpot_sum / d.tpot_count
+        if not MIN_STEP_S / (MAX_N + 1) <= tpot <= MAX_STEP_S:
+            return f"a mean time per output token of {tpot:.3g} s"
+        if d.generation_tokens / window_s * tpot / pods > MAX_LOAD:
+            return f"more than {MAX_LOAD:g} sequences per pod (tokens a second x time per token)"
+    if d.running / pods > MAX_LOAD:
+        return f"{d.running / pods:.3g} running sequences per pod, more than {MAX_LOAD:g}"
+    return None
+
+
+def measurable(w: TrackWindow | None, window_s: float) -> bool:
+    """The track served tokens in the window, and counted them as an engine can (`implausible`)."""
+    return has_traffic(w) and implausible(w, window_s) is None
 
 
 def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: bool = False) -> WindowRecord:

@@ -44,7 +44,7 @@ from . import machine
 from .judge import health_problem, judge, out_of_room
 from .kinds import ActionKind, Phase, Ruling
 from .machine import Action, record_window
-from .observations import MAX_N, Observations, TrackWindow, WindowRecord, has_traffic, record
+from .observations import MAX_N, Observations, TrackWindow, WindowRecord, measurable, record
 from .planner import ANALYSIS_WINDOWS, TIE_PROBABILITY, VALUE_HORIZON_WINDOWS, posterior_goodput
 from .state import TunerState
 from .step_model import Pair, StepModel, timings
@@ -363,7 +363,7 @@ def _next(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Seque
     if inner.phase not in (Phase.OBSERVING, Phase.CONVERGED) or inner.canary_n is not None:
         return None
     at_stable = [r for r in _stable_records(inner) if r.n == inner.stable_n]
-    this_window = has_traffic(obs.stable) and obs.stable is not None and obs.stable.n == inner.stable_n
+    this_window = measurable(obs.stable, obs.window_s) and obs.stable is not None and obs.stable.n == inner.stable_n
     if len(at_stable) + this_window < machine.OBSERVE_WINDOWS \
             or inner.canaries_in_round >= tuning.max_canaries_per_round:
         return None
@@ -573,7 +573,7 @@ def step(tour: Tournament, inner: TunerState, tuning: Tuning, contenders: Sequen
         return t, st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {c.method} canary",
                              contender=i)
     w = obs.canary
-    if w is not None and has_traffic(w) and w.n == t.canary_n and st.seq >= (t.analysis_from_seq or st.seq):
+    if w is not None and measurable(w, obs.window_s) and w.n == t.canary_n and st.seq >= (t.analysis_from_seq or st.seq):
         t.records = (t.records + [record(st.seq, "canary", w, obs.window_s)])[-MAX_RECORDS:]
     promoted = list(t.records)
     action = _analyse(t, st, tuning, contenders, obs, now)
