@@ -146,6 +146,12 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
                 seen_per_pos.add(name)
             elif set(sample.labels) <= _SUMMED_LABELS:
                 scalars[name] += sample.value
+    # Finite samples can sum to infinity over engines (two of 1e308), and a window of two infinite scrapes
+    # would count NaN.
+    overflowed = [name for name, v in scalars.items() if not math.isfinite(v)]
+    overflowed += [name for name, v in per_pos.items() if not all(map(math.isfinite, v.values()))]
+    if overflowed:
+        raise NonFiniteSample(f"{overflowed[0]} sums to infinity over engines")
     known = _COUNTER_FIELDS | _GAUGE_FIELDS
     values: dict[str, Any] = {attr: scalars.get(name, 0.0) for name, attr in known.items()}
     return Snapshot(

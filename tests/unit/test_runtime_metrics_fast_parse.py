@@ -36,3 +36,12 @@ def test_garbage_still_fails_and_a_nan_counter_is_still_refused() -> None:
         vm.parse("<html>not metrics</html>")
     with pytest.raises(vm.NonFiniteSample):
         vm.parse("# TYPE vllm:spec_decode_num_drafts counter\nvllm:spec_decode_num_drafts_total NaN\n")
+
+
+def test_finite_samples_that_sum_to_infinity_over_engines_are_refused() -> None:
+    """Two engines at 1e308 sum to infinity, and a window between two such scrapes would count NaN."""
+    for name, labels in (("vllm:generation_tokens_total", ""), ("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                                                 'position="0",')):
+        text = "".join(f'{name}{{{labels}engine="{e}",model_name="m"}} 1.5e308\n' for e in (0, 1))
+        with pytest.raises(vm.NonFiniteSample, match="sums to infinity over engines"):
+            vm.parse(text)

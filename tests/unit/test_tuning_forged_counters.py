@@ -164,6 +164,7 @@ def test_a_method_tournament_on_any_counters_keeps_a_status_that_reads_back(seed
      "a position accepted more tokens than the 10 drafts"),
     (Snapshot(drafts=10.0, generation_tokens=100.0, tpot_sum=1e-320, tpot_count=1.0), "time per output token"),
     (Snapshot(drafts=10.0, generation_tokens=100.0, running=BIG), "running sequences per pod"),
+    (Snapshot(drafts=10.0, generation_tokens=100.0, tpot_sum=float("nan"), tpot_count=1.0), "not finite"),
 ])
 def test_a_window_no_engine_could_count_is_named_and_not_measured(delta: Snapshot, why: str) -> None:
     tuning = Tuning.model_validate({"enabled": True, "candidates": list(range(8))})

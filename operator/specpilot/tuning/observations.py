@@ -180,8 +180,12 @@ def implausible(w: TrackWindow, window_s: float) -> str | None:
     it can. Such a window is not measured: held to the bounds `record` keeps, it would still steer the tuner
     (a load of 10^6 sequences per pod outweighs every other window of the load mix)."""
     d, pods = w.delta, max(w.ready_pods, 1)
-    if window_s <= 0:
+    if not window_s > 0:
         return f"a window of {window_s:g} s"
+    counts = (d.drafts, d.accepted_tokens, d.generation_tokens, d.tpot_sum, d.tpot_count, d.running,
+              *d.accepted_per_pos, *(d.drafted_per_pos or ()))
+    if not all(map(math.isfinite, counts)):
+        return "a counter that is not finite"
     rate = max(d.generation_tokens, d.drafts) / window_s / pods
     if rate > MAX_TOKEN_RATE:
         return f"{rate:.3g} tokens or drafts a second per pod, more than any engine emits ({MAX_TOKEN_RATE:g})"
