@@ -390,7 +390,7 @@ def test_each_track_renders_its_contender() -> None:
 
 @pytest.mark.parametrize("forged", [
     {"canary": 1, "canaryN": "7"}, {"canary": 5, "canaryN": 7}, {"stable": 3}, {"stable": True},
-    {"stage": "bogus"}, {"scale": "nan"}, {"scale": -1}, {"records": [{"seq": 1}]}, {"entries": "x"},
+    {"stage": "bogus"}, {"scale": "nan"}, {"scale": -1}, {"scale": 1e300}, {"records": [{"seq": 1}]}, {"entries": "x"},
     {"analysisFromSeq": "soon"}, {"stageSince": "inf"}, {"key": "mtp:3:::"}])
 def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forged: dict) -> None:
     from specpilot.api.validate import load

@@ -44,7 +44,7 @@ from . import machine
 from .judge import health_problem, judge, out_of_room
 from .kinds import ActionKind, Phase, Ruling
 from .machine import Action, record_window
-from .observations import MAX_N, Observations, TrackWindow, WindowRecord, measurable, record
+from .observations import MAX_MAGNITUDE, MAX_N, Observations, TrackWindow, WindowRecord, measurable, record
 from .planner import ANALYSIS_WINDOWS, TIE_PROBABILITY, VALUE_HORIZON_WINDOWS, posterior_goodput
 from .state import TunerState
 from .step_model import Pair, StepModel, timings
@@ -148,7 +148,7 @@ def _options(value: Any) -> list[tuple[int, float, float]]:
     for o in value[:MAX_OPTIONS] if isinstance(value, list) else []:
         if isinstance(o, list) and len(o) == 3 and _index(o[0], MAX_OPTIONS) \
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in o[1:]) \
-                and o[1] > 0 and o[2] >= 0:
+                and 0 < o[1] <= MAX_MAGNITUDE and 0 <= o[2] <= MAX_MAGNITUDE:
             out.append((int(o[0]), float(o[1]), float(o[2])))
     return out
 
@@ -191,7 +191,7 @@ class Tournament:
             since = s.get("analysisFromSeq")
             # An infinite stageSince would hold a method canary past its progressDeadline for ever.
             stage, canaries = Stage(s.get("stage", Stage.IDLE)), s.get("canaries", 0)
-            if not (math.isfinite(scale) and scale > 0 and math.isfinite(stage_since)) \
+            if not (1.0 / MAX_MAGNITUDE <= scale <= MAX_MAGNITUDE and math.isfinite(stage_since)) \
                     or not (since is None or _index(since, 2 ** 62)) or not _index(canaries, 2 ** 62) \
                     or (stage in (Stage.STARTING, Stage.ANALYSING) and canary is None):
                 return cls.new(contenders, now)
