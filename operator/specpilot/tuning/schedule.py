@@ -149,9 +149,7 @@ def _band(level: float, rows: Sequence[Sequence[int]]) -> list[int]:
 def steady_k(rows: Sequence[Sequence[int]] | None, n: int, level: float) -> int | None:
     """The K a track started at N with batch-size schedule `rows` drafts at every batch size from half to
     twice a load level; None where a row's edge falls in between (there its steps draft several K, and its
-    step time is no point of t(K)) or the level is not a finite load."""
-    if not math.isfinite(level):
-        return None
+    step time is no point of t(K)). Loads are finite: a window's is held to observations.MAX_LOAD."""
     ks = {schedule_k(rows, n, b) for b in _band(level, rows or [])}
     return ks.pop() if len(ks) == 1 else None
 
