@@ -106,8 +106,8 @@ def histogram_quantile(text: str, name: str, q: float) -> float:
     buckets = []
     for line in text.splitlines():
         if line.startswith(f"{name}_bucket{{"):
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if bound == "+Inf" else float(bound), float(line.rsplit(" ", 1)[1])))
     if not buckets or buckets[-1][1] == 0:
         return float("nan")
     rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0

@@ -57,7 +57,7 @@ def per_load_oracle_started(profile: Profile) -> tuple[dict[int, int], float, in
     smallest on a tie). Without N-dependent curves: each level's best K, started at the largest."""
     best: tuple[dict[int, int], float, int] | None = None
     for n in range(profile.max_n + 1):
-        ks = {b: max(range(n + 1), key=lambda k, b=b: served_goodput_at(profile, n, k, b))
+        ks = {b: max(range(n + 1), key=lambda k: served_goodput_at(profile, n, k, b))
               for b in sorted(profile.concurrency)}
         g = sum(w * served_goodput_at(profile, n, ks[b], b) for b, w in profile.concurrency.items())
         if best is None or g > best[1] * (1 + 1e-12):  # a larger N that only ties is not better
@@ -207,7 +207,7 @@ def table_rows(res: Results) -> tuple[list[str], list[list[str]]]:
     for n in names:
         t = by(res.results, n)
         chosen = "/".join(str(c) for c in sorted({r["chosen_n"] for r in t}))
-        out.append(cells(lambda rows, n=n: by(rows, n), n, str(t[0]["oracle_n"]), chosen))
+        out.append(cells(lambda rows: by(rows, n), n, str(t[0]["oracle_n"]), chosen))
     out.append(cells(lambda rows: rows, "mean", "", ""))
     return header, out
 

@@ -70,7 +70,7 @@ def drafted_curve(profile: Profile, n: int, k: int) -> tuple[float, ...]:
     return profile.survival_at(n)[:k] if n > 0 else ()
 
 
-def served_goodput_at(profile: Profile, n: int, k: int, load: int) -> float:
+def served_goodput_at(profile: Profile, n: int, k: int, load: float) -> float:
     """True tokens per ms per pod of a track started at N that drafts K at this load."""
     if k == n:
         return profile.goodput_at(n, load)

@@ -45,7 +45,8 @@ class Run:
     def promotion_configs(self) -> list[tuple[tuple[int, Schedule | None], tuple[int, Schedule | None]]]:
         """Each promotion as ((from N, from schedule), (to N, to schedule)); runs start from a plain N."""
         scheds = self.promotion_schedules or [None] * len(self.promotions)
-        out, before = [], None
+        out = []
+        before: Schedule | None = None
         for (a, b), after in zip(self.promotions, scheds):
             out.append(((a, before), (b, after)))
             before = after

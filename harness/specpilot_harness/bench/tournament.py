@@ -111,8 +111,8 @@ def _off_defaults(entry: dict[str, Any], entries: list[Any]) -> dict[str, Any]:
     entries share (the first speculating entry's, row by row)."""
     if entry.get("method") != OFF:
         return {}
-    times = next((e["step_time_ms"] for e in entries if isinstance(e, dict) and e.get("method") != OFF
-                  and isinstance(e.get("step_time_ms"), dict)), {})
+    times: dict[Any, Any] = next((e["step_time_ms"] for e in entries if isinstance(e, dict)
+                                  and e.get("method") != OFF and isinstance(e.get("step_time_ms"), dict)), {})
     return {"max_n": 0, "survival": [],
             "step_time_ms": {b: row[:1] for b, row in times.items() if isinstance(row, list)}}
 

@@ -102,7 +102,7 @@ def manifest(profile: Profile, opts: DemoOptions, tournament: TournamentProfile 
     if tournament is not None:
         speculative = tour.speculative(profile, tournament.start.n)
         tuning.update(candidates=list(range(tour.top_n(profile) + 1)), alternatives=tour.alternatives(tournament))
-        annotations = tour.annotations(tournament)
+        annotations = tour.sim_profile_annotations(tournament)
         model = f"example/{tournament.name}"
     replicas = 1
     if is_mixed(profile):
@@ -215,10 +215,10 @@ async def run_demo(opts: DemoOptions, console: Console) -> dict[str, Any]:
             targets.close()
         (opts.workdir / "status.json").write_text(json.dumps(status, indent=1) + "\n", encoding="utf-8")
         if tournament is not None:
-            plot = tournament_plot(status, tournament, opts.out, mixed, opts.time_scale)
+            tour_plot = tournament_plot(status, tournament, opts.out, mixed, opts.time_scale)
             console.print()
             console.print(tournament_summary(status, tournament, time.monotonic() - started,
-                                             str(plot) if plot else None, mixed,
+                                             str(tour_plot) if tour_plot else None, mixed,
                                              load_text(config, plan)))
             return status
         plot = demo_plot(status, profile, default_n, opts.out, mixed, opts.time_scale)

@@ -80,7 +80,7 @@ def alternatives(t: TournamentProfile) -> list[dict[str, Any]]:
     return [{**speculative(p, n), "candidates": list(range(top_n(p) + 1))} for p, n in start_ns(t)[1:]]
 
 
-def annotations(t: TournamentProfile) -> dict[str, str]:
+def sim_profile_annotations(t: TournamentProfile) -> dict[str, str]:
     """The simulated engines' profile per method: the start's entry, and `-<method>` for the others."""
     first, *others = t.ordered()
     return {SIM_PROFILE_ANNOTATION: first.name, **{f"{SIM_PROFILE_ANNOTATION}-{p.method}": p.name for p in others}}

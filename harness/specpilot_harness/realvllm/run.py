@@ -366,8 +366,9 @@ async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -
     async with sandbox(opts.workdir, ["--engine", "exec", "--exec-dir", str(opts.workdir / "pods")]) as kubeconfig:
         api = load_api_client(str(kubeconfig))
         kube = Kube(api)
+        # The client serializes a dict body as it is; its annotation names only the model class.
         await asyncio.to_thread(client.CoreV1Api(api).create_namespaced_persistent_volume_claim, NAMESPACE,
-                                cache_claim())
+                                cache_claim())  # type: ignore[arg-type]
         await asyncio.to_thread(kube.apply, manifest(opts, name, models), "specpilot-demo")
         targets = ServiceTargets(service_name(name), NAMESPACE, str(kubeconfig))
         try:

@@ -84,7 +84,7 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    waits = [asyncio.create_task(stop.wait())]
+    waits: list[asyncio.Task[object]] = [asyncio.create_task(stop.wait())]  # Ctrl-C, or the operator's exit
     if operator is not None:
         waits.append(asyncio.create_task(operator.wait()))
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -40,4 +40,5 @@ class LabelIndex:
         caller still matches the whole selector); None when nothing is required (every object may match)."""
         if not required:
             return None
-        return set(min((self._by_pair.get((key, label, value), set()) for label, value in required), key=len))
+        smallest = min((self._by_pair.get((key, label, value), set()) for label, value in required), key=len)
+        return set(smallest)

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 # The pod runner's names for the kinds it controls.
 KEYS = {"Deployment": "deploy", "ReplicaSet": "rs", "Pod": "pod", "Service": "svc"}
 
 Pair = tuple[str, str, str]  # (namespace, label, value)
 ServiceKey = tuple[str, str]  # (namespace, name)
+K = TypeVar("K")  # an index's key and member types (`PodIndex._discard` serves every index)
+M = TypeVar("M")
 
 
 def _controller(obj: dict[str, Any]) -> str | None:
@@ -61,10 +63,10 @@ class PodIndex:
             self._discard(self._by_pair, pair, uid)
 
     @staticmethod
-    def _discard(index: dict[Any, set[str]], key: Any, uid: str) -> None:
+    def _discard(index: dict[K, set[M]], key: K, member: M) -> None:
         members = index.get(key)
         if members is not None:
-            members.discard(uid)
+            members.discard(member)
             if not members:
                 del index[key]
 

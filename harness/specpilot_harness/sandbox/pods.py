@@ -370,7 +370,8 @@ class PodRunner:
             self.store.patch(self._type("pod"), meta["namespace"], meta["name"], "application/merge-patch+json",
                              {"spec": {"nodeName": node}})
             return True
-        old = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), {})
+        old: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                                    if c["type"] == "PodScheduled"), {})
         stamp = old.get("lastTransitionTime") if old.get("status") == "False" else now()
         status = {"phase": "Pending", "qosClass": "BestEffort", "conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why,
@@ -582,7 +583,9 @@ class PodRunner:
         seen = {obj["metadata"].get("uid")}
         while True:
             ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
-            owner = self.store.by_uid(ref["uid"]) if ref and ref.get("uid") not in seen else None
+            if not ref or ref.get("uid") in seen:
+                return tuple(chain)
+            owner = self.store.by_uid(ref["uid"])
             if owner is None:
                 return tuple(chain)
             chain.append(owner)
@@ -670,7 +673,7 @@ class PodRunner:
 
     @staticmethod
     def _port(svc_port: dict[str, Any], members: list[dict[str, Any]]) -> dict[str, Any]:
-        target = svc_port.get("targetPort", svc_port.get("port"))
+        target: Any = svc_port.get("targetPort", svc_port.get("port"))  # a number, a port's name or absent
         if isinstance(target, str) and not target.isdigit():
             for pod in members:
                 for c in (pod.get("spec") or {}).get("containers") or []:

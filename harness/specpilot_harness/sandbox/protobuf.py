@@ -15,6 +15,7 @@ Schema = dict[int, tuple[str, str, Any]]
 
 def _fields(buf: bytes) -> list[tuple[int, Any]]:
     out, pos = [], 0
+    value: int | bytes  # a varint's number, or the bytes of a length-delimited or fixed-width field
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         num, wire = key >> 3, key & 7

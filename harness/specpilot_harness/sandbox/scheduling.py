@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from specpilot.api.models import GPU_RESOURCES
 
@@ -37,7 +37,7 @@ def requests(pod: dict[str, Any]) -> Counter[str]:
     return total
 
 
-def usage(pods: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+def usage(pods: Iterable[dict[str, Any]]) -> dict[str, Counter[str]]:
     """Resources held per node by pods bound to it; a terminating pod holds them until it is gone."""
     used: dict[str, Counter[str]] = {}
     for pod in pods:

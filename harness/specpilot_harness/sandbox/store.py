@@ -5,6 +5,7 @@ registered with a resourceVersion replays the log and joins the live stream with
 from __future__ import annotations
 
 import asyncio
+import builtins  # `Store.list` shadows the builtin in the annotations of the methods after it
 import copy
 import json
 import re
@@ -88,7 +89,8 @@ class Store:
         self._watches: dict[Key, set[Watch]] = {}
         self._by_uid: dict[str, tuple[ResourceType, ObjKey]] = {}
         self._labels = LabelIndex()
-        self._cluster_ips: set[str] = set()  # Services' addresses, and where to look for the next free one
+        # Services' addresses, and where to look for the next free one (None: a Service stored without one).
+        self._cluster_ips: set[str | None] = set()
         self._next_cluster_ip = 10
         self._applied: dict[tuple[Key, ObjKey, str], dict[str, Any]] = {}
         self.listeners: list[Listener] = []
@@ -222,7 +224,7 @@ class Store:
     # ---- writes --------------------------------------------------------------------------------
 
     def create(self, rtype: ResourceType, namespace: str | None, body: dict[str, Any], *, dry_run: bool = False,
-               field_validation: str = "Warn", warnings: list[str] | None = None) -> dict[str, Any]:
+               field_validation: str = "Warn", warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if rtype.namespaced:
@@ -272,7 +274,7 @@ class Store:
 
     def replace(self, rtype: ResourceType, namespace: str | None, name: str, body: dict[str, Any], *,
                 subresource: str | None = None, dry_run: bool = False, field_validation: str = "Warn",
-                warnings: list[str] | None = None) -> dict[str, Any]:
+                warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         old = self.get(rtype, namespace, name)
         new = copy.deepcopy(body)
         meta = new.setdefault("metadata", {})
@@ -331,7 +333,7 @@ class Store:
 
     def patch(self, rtype: ResourceType, namespace: str | None, name: str, content_type: str, body: Any, *,
               subresource: str | None = None, field_manager: str | None = None, dry_run: bool = False,
-              field_validation: str = "Warn", warnings: list[str] | None = None) -> dict[str, Any]:
+              field_validation: str = "Warn", warnings: builtins.list[str] | None = None) -> dict[str, Any]:
         is_apply = content_type.startswith("application/apply-patch")
         try:
             old = self.get(rtype, namespace, name)
@@ -369,7 +371,7 @@ class Store:
 
     def _apply_create(self, rtype: ResourceType, namespace: str | None, name: str, body: Any,
                       field_manager: str | None, dry_run: bool, field_validation: str,
-                      warnings: list[str] | None) -> dict[str, Any]:
+                      warnings: builtins.list[str] | None) -> dict[str, Any]:
         if not field_manager:
             raise errors.bad_request("PATCH /apply requires fieldManager")
         body = copy.deepcopy(body)
@@ -470,7 +472,7 @@ class Store:
 
     # ---- garbage collection and type-specific behaviour --------------------------------------------
 
-    def _dependents(self, owner: dict[str, Any]) -> list[tuple[ResourceType, dict[str, Any]]]:
+    def _dependents(self, owner: dict[str, Any]) -> builtins.list[tuple[ResourceType, dict[str, Any]]]:
         uid = owner["metadata"]["uid"]
         out = []
         for rtype in self.registry.all():

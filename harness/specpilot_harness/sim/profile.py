@@ -152,7 +152,7 @@ class Profile(BaseModel):
         """
         self._check_n(n)
         if running in self.step_time_ms:
-            return self.step_time_ms[running][n]
+            return self.step_time_ms[int(running)][n]  # equal to a level's int key, so the same entry
         levels = sorted(self.step_time_ms)
         times = [self.step_time_ms[b][n] for b in levels]
         b = max(running, 1)

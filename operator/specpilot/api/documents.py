@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from yaml._yaml import CParser  # libyaml's event parser (PyYAML's wheels ship it): several times faster
@@ -33,7 +33,7 @@ class LimitExceeded(yaml.YAMLError):
     """A document is past one of the bounds above."""
 
 
-class _BoundedLoader(Composer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+class _BoundedLoader(Composer, CParser, SafeConstructor, Resolver):
     """SafeLoader's behaviour, with the composer (pure Python, so it can count) checking depth and the
     expanded size of every node as it builds it."""
 
@@ -51,7 +51,7 @@ class _BoundedLoader(Composer, CParser, SafeConstructor, Resolver):  # type: ign
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
-            node = self.anchors.get(self.peek_event().anchor)
+            node = self.anchors.get(cast(AliasEvent, self.peek_event()).anchor)
             if node is not None and id(node) not in self._sizes:
                 raise LimitExceeded("an alias refers to a node that contains it (a recursive structure)")
         self._depth += 1
@@ -68,7 +68,7 @@ class _BoundedLoader(Composer, CParser, SafeConstructor, Resolver):  # type: ign
         return node
 
 
-def _children(node: Node) -> list[Node]:
+def _children(node: Node | None) -> list[Node]:
     if isinstance(node, SequenceNode):
         return list(node.value)
     if isinstance(node, MappingNode):

@@ -7,7 +7,7 @@ field's description here is what `kubectl explain` shows. Field names (camelCase
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -18,7 +18,7 @@ from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, M
 
 GROUP = "specpilot.io"
 VERSION = "v1alpha1"
-KIND = "SpeculativeDeployment"
+KIND: Final = "SpeculativeDeployment"
 PLURAL = "speculativedeployments"
 SINGULAR = "speculativedeployment"
 SHORT_NAMES = ["sd", "specdeploy"]
@@ -28,7 +28,11 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+# A Literal of the methods the runtime knows (the CRD's enum); a checker cannot evaluate it, so it sees str.
+if TYPE_CHECKING:
+    MethodName = str
+else:
+    MethodName = Literal[tuple(METHODS)]
 
 # The extended resource each vendor's device plugin advertises (render requests it; validate keeps user
 # resources from naming it twice).
@@ -115,7 +119,7 @@ class Accelerator(_Model, engine_config.Accelerator):
     """GPUs for each replica: the engine's accelerator (vendor, count) plus how pods ask for them."""
 
     model_config = _Model.model_config
-    vendor: engine_config.GpuVendor = Field(  # type: ignore[assignment] - GPUs only; "cpu" is for tests
+    vendor: engine_config.GpuVendor = Field(  # GPUs only; "cpu" is for tests
         "amd", description="GPU vendor: amd (ROCm, amd.com/gpu) or nvidia (CUDA, nvidia.com/gpu).")
     count: int = Field(1, ge=1, le=engine_config.MAX_ACCELERATORS,
                        description="GPUs per replica; vLLM runs with this tensor-parallel size.")
@@ -161,7 +165,7 @@ class ScheduleEntry(_Model):
 class Speculative(_Model):
     """The speculative-decoding method and its draft."""
 
-    method: MethodName = Field(  # type: ignore[valid-type]
+    method: MethodName = Field(
         description=f"Proposer: {', '.join(METHODS)} (no speculation). Removed from vLLM: "
                     f"{', '.join(REMOVED_METHODS)}.")
     draft_model: str | None = Field(
@@ -388,7 +392,7 @@ class SpeculativeDeploymentStatus(_Model):
 
 
 class SpeculativeDeployment(_Model):
-    api_version: Literal["specpilot.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    api_version: Literal["specpilot.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")  # type: ignore[arg-type]  # GROUP/VERSION
     kind: Literal["SpeculativeDeployment"] = KIND
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: SpeculativeDeploymentSpec

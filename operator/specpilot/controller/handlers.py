@@ -145,14 +145,16 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
     def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
 
-    @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL_S, initial_delay=RESYNC_INTERVAL_S,
+    # Kopf's handler types allow a namespace of None; these resources are namespaced.
+    @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL_S, initial_delay=RESYNC_INTERVAL_S,  # type: ignore[arg-type]
                 idle=RESYNC_INTERVAL_S / 2, registry=registry)
     async def _resync(namespace: str, name: str, **_: Any) -> None:
         # Level-based safety net: status and children converge even if an event was missed.
         scheduler.request(namespace, name)
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def _observed(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
+    # Kopf's handler types allow a namespace of None; these resources are namespaced.
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
+    async def _observed(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, **_: Any) -> None:
         # Level-based: the initial listing (type None), a new object, a changed spec, labels or annotations
         # (the pause annotation), or a status.tuning that moved stableN/canaryN each ask for a reconcile.
         # Status-only writes (ours, mostly) do not. Kopf's on.create/update would do the same at the cost
@@ -167,9 +169,10 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
             scheduler.request(namespace, name)
 
     for group, version, plural in CHILD_RESOURCES:
-        @kopf.on.event(group, version, plural, labels={MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: kopf.PRESENT},
+        # Kopf's handler types allow a namespace of None; these resources are namespaced.
+        @kopf.on.event(group, version, plural, labels={MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: kopf.PRESENT},  # type: ignore[arg-type]
                        id=f"child-{plural}", registry=registry)
-        async def _child(event: dict[str, Any], body: kopf.Body, namespace: str, **_: Any) -> None:
+        async def _child(event: kopf.RawEvent, body: kopf.Body, namespace: str, **_: Any) -> None:
             # A child was created, changed (status included) or deleted: reconcile its parent, which
             # restores what was deleted or edited and refreshes the parent's status.
             # The echo of the reconciler's own apply tells it nothing it did not already use.

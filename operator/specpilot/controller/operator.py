@@ -75,7 +75,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
     period, then counts every event of the object."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return {"metadata": {"generation": body.get("metadata", {}).get("generation")}}  # type: ignore[typeddict-item]
+        return {"metadata": {"generation": body.get("metadata", {}).get("generation")}}  # type: ignore[typeddict-unknown-key]
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
         return None

@@ -65,7 +65,7 @@ def rollout_of(stable: dict[str, Any] | None, canary: dict[str, Any] | None, n_l
     st, desired = dep.get("status") or {}, int((dep.get("spec") or {}).get("replicas", 0))
     caught_up = st.get("observedGeneration", 0) >= dep.get("metadata", {}).get("generation", 1)
     replicas, updated = st.get("replicas", 0), st.get("updatedReplicas", 0)
-    progressing = next((c for c in st.get("conditions") or [] if c.get("type") == "Progressing"), {})
+    progressing: dict[str, Any] = next((c for c in st.get("conditions") or [] if c.get("type") == "Progressing"), {})
     return Rollout(desired=desired, replicas=replicas, ready=st.get("readyReplicas", 0), updated=updated,
                    complete=bool(stable) and caught_up and updated == desired and replicas == desired,
                    deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",

@@ -310,7 +310,7 @@ class TuningLoop:
         gone = obj is None or bool(obj["metadata"].get("deletionTimestamp"))
         if gone or not tuning.get("enabled"):  # not on an operator stop: the next leader carries on
             await self.restore_route(self.route or (tuning.get("canary") or {}).get("httpRoute"))
-        if gone:
+        if obj is None or gone:
             self.metrics.drop(self.namespace, self.name)
             return
         try:
@@ -349,7 +349,8 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
 
     # Stopped daemons are asked first (the loop checks `stopped` every POLL_S and then hands the canary
     # back), and cancelled only if a window in flight (a slow scrape) outlasts the backoff.
-    @kopf.daemon(GROUP, VERSION, PLURAL, id="tuning", when=_enabled, registry=registry,
+    # Kopf's handler types allow a namespace of None; these resources are namespaced.
+    @kopf.daemon(GROUP, VERSION, PLURAL, id="tuning", when=_enabled, registry=registry,  # type: ignore[arg-type]
                  cancellation_backoff=3.0, cancellation_timeout=5.0)
     async def _tuning(stopped: kopf.DaemonStopped, namespace: str, name: str, body: kopf.Body,
                       **_: Any) -> None:

@@ -54,7 +54,7 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
             return f"{key} is not a list"
     loads = tuning.get("convergedLoads")
     if loads is not None and not (isinstance(loads, list) and len(loads) <= LOADS_KEPT and all(
-            isinstance(b, Real) and not isinstance(b, bool) and math.isfinite(b) and b >= 1 for b in loads)):
+            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b >= 1 for b in loads)):
         return f"convergedLoads is not a list of at most {LOADS_KEPT} loads (finite numbers >= 1)"
     for key in ("carried", "history"):
         if not all(isinstance(entry, dict) for entry in tuning.get(key, [])):

@@ -265,11 +265,12 @@ def load_slope_fit(stable: Sequence[WindowRecord]) -> tuple[float, float]:
     xs: list[float] = []
     ys: list[float] = []
     for n in {r.n for r in stable}:
-        rs = [r for r in stable if r.n == n and r.step_s and r.tokens_per_step > 0]
+        rs = [(r.load, r.step_s / r.tokens_per_step) for r in stable
+              if r.n == n and r.step_s and r.tokens_per_step > 0]
         if len(rs) < 2:
             continue
-        x = np.log([r.load for r in rs])
-        y = np.log([r.step_s / r.tokens_per_step for r in rs])  # TPOT
+        x = np.log([load for load, _ in rs])
+        y = np.log([tpot for _, tpot in rs])
         xs.extend(x - x.mean())
         ys.extend(y - y.mean())
     x_a, y_a = np.array(xs), np.array(ys)
@@ -342,6 +343,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     # the stable's would pay for it.
     proven = max(0.0, slope - PROJECTION_SLOPE_Z * slope_se)
     for s, c in pairs:
+        assert s.step_s and c.step_s  # paired() keeps windows with step times only
         i = key(s.mix_load)
         y = math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s) \
             + slope * math.log(c.load / s.load)

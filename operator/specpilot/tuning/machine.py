@@ -314,7 +314,6 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
         return _rollback(state, now, problem, {})
     since = state.analysis_from_seq or 0
     window = [r for r in state.records if r.seq >= since]
-    stable = [r for r in window if r.track == "stable"]
     canary = [r for r in window if r.track == "canary"]
     model = fitted_model(state)
     loads = load_mix(state)
@@ -474,12 +473,12 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True) -
     recs: dict[str, WindowRecord] = {}
     if measurable(obs.stable, obs.window_s) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None)
-        beside = None
-        if obs.canary is not None and measurable(obs.canary, obs.window_s):
+        beside, beside_pods = None, 0
+        if measurable(obs.canary, obs.window_s):
             beside = record(state.seq, "canary", obs.canary, obs.window_s)  # any canary pods, analysed or not
+            beside_pods = obs.canary.ready_pods
         if beside is not None or (obs.canary is not None and obs.stable_replicas):
-            recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, beside,
-                                   obs.canary.ready_pods if beside else 0, obs.stable_replicas)
+            recs["stable"] = alone(recs["stable"], obs.stable.ready_pods, beside, beside_pods, obs.stable_replicas)
     analysing = state.phase == Phase.ANALYSING and state.analysis_from_seq is not None \
         and state.seq >= state.analysis_from_seq
     if analysing and measurable(obs.canary, obs.window_s) and obs.canary.n == state.canary_n:
@@ -580,8 +579,8 @@ def _converged(state: TunerState, tuning: Tuning, obs: Observations, now: float)
             state.near_tie = p.tie_reason or None
             return Action(ActionKind.HOLD, state.stable_n, f"converged; {p.tie_reason}" if p.tie_reason else "converged")
         if state.converged_loads is not None:
-            then = _plan(state, tuning, obs, model, state.converged_loads)
-            if then.next_canary is not None and then.best_n == p.best_n:
+            back_then = _plan(state, tuning, obs, model, state.converged_loads)
+            if back_then.next_canary is not None and back_then.best_n == p.best_n:
                 # On the loads it converged on the round would want a canary too, for the same best N: it
                 # ended on its budget, or the model moved with more windows at the same N. Neither is the
                 # load mix moving, and a new round for it would only spend canaries the budget denied.

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
@@ -170,7 +170,7 @@ class WindowRecord:
                    alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0, MAX_LOAD))
 
 
-def has_traffic(w: TrackWindow | None) -> bool:
+def has_traffic(w: TrackWindow | None) -> TypeGuard[TrackWindow]:
     """True when the track served tokens in the window (ready and not idle)."""
     return w is not None and w.ready_pods > 0 and w.delta.generation_tokens > 0
 
@@ -204,7 +204,7 @@ def implausible(w: TrackWindow, window_s: float) -> str | None:
     return None
 
 
-def measurable(w: TrackWindow | None, window_s: float) -> bool:
+def measurable(w: TrackWindow | None, window_s: float) -> TypeGuard[TrackWindow]:
     """The track served tokens in the window, and counted them as an engine can (`implausible`)."""
     return has_traffic(w) and implausible(w, window_s) is None
 
@@ -224,7 +224,7 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
     step = tpot * tokens if tpot is not None and tpot > 0 and math.isfinite(tpot * tokens) else None
     pods = max(w.ready_pods, 1)
-    if step is not None and window_s > 0:
+    if step is not None and tpot is not None and window_s > 0:
         load = d.generation_tokens / window_s * tpot / pods
     else:
         load = d.running / pods

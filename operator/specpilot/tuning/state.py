@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import drift
 from .evidence import MAX_CARRIED, Evidence
@@ -147,7 +147,7 @@ def same_drafter(status: dict[str, Any], method: str, block_size: int | None) ->
     return status.get("method") == method and status.get("blockSize", block_size) == block_size
 
 
-def resumable(status: Any, method: str, block_size: int | None) -> bool:
+def resumable(status: Any, method: str, block_size: int | None) -> TypeGuard[dict[str, Any]]:
     """Whether `status` is this drafter's tuner state, of this version."""
     return bool(status) and isinstance(status, dict) and status.get("version") == STATE_VERSION \
         and same_drafter(status, method, block_size)

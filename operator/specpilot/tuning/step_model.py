@@ -190,7 +190,7 @@ class StepModel:
         out[:, 1, 1:] = z[:, k:2 * k] + z[:, 2 * k + 1, None] * n
         return out[:, 0, None, :] + _u(loads)[None, :, None] * out[:, 1, None, :]
 
-    def log_cost_samples(self, candidates: Sequence[int], loads: Sequence[float], m: int,
+    def log_cost_samples(self, candidates: Sequence[int], loads: Sequence[float] | np.ndarray, m: int,
                          seed: int = 1) -> np.ndarray:
         """(M, L, J): samples of f(N, B) = log t(N, B) / t(0, B) for each load level and candidate."""
         rng = np.random.default_rng(seed)

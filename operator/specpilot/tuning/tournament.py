@@ -314,11 +314,11 @@ def _off_probe(tour: Tournament, inner: TunerState, contenders: Sequence[Contend
             e.gain, e.lower, e.upper, e.expected, e.sd = v.gain, v.lower, v.upper, tour.scale * (1.0 + v.gain), 0.0
     by_seq = {r.seq: r for r in _stable_records(inner) if r.step_s}
     model = machine.fitted_model(inner)
-    for c in canary:
-        s = by_seq.get(c.seq)
-        inner.add_record(c)
-        if s is not None and c.step_s and s.n == inner.stable_n:
-            inner.add_pair(model.pair(c.n, s.n, (s.load + c.load) / 2, c.step_s, s.step_s))
+    for r in canary:
+        s = by_seq.get(r.seq)
+        inner.add_record(r)
+        if s is not None and s.step_s and r.step_s and s.n == inner.stable_n:
+            inner.add_pair(model.pair(r.n, s.n, (s.load + r.load) / 2, r.step_s, s.step_s))
     if v.decision == Ruling.ROLLBACK:
         inner.tried.append(0)
         return _end_canary(tour, inner, ActionKind.ROLLBACK, f"N=0 (no speculation): {v.reason}", now, numbers)
