@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from specpilot.api.validate import validate_object
-from specpilot.tuning.tournament import contenders_of
+from specpilot.tuning.tournament_state import contenders_of
 from specpilot.api.models import SpeculativeDeployment
 from specpilot_harness.bench.tournament import contenders, load_tournaments
 from specpilot_harness.demo import readings

@@ -22,6 +22,7 @@ from specpilot.api.models import Canary, SpeculativeDeployment, Tuning
 from specpilot.controller import tuning_resume
 from specpilot.tuning import Observations, TunerState, step
 from specpilot.tuning import tournament as tour
+from specpilot.tuning import tournament_state as tour_state
 from specpilot_harness.bench import strategies, tournament as bench_tournament
 from specpilot_harness.bench.cli import __file__ as bench_cli
 from specpilot_harness.sim.profile import load_profiles
@@ -88,13 +89,13 @@ def _n_tuner_runs() -> list[tuple[SpeculativeDeployment, Tuning, dict[str, Any],
 
 
 @cache
-def _tournament_run() -> tuple[list[tour.Contender], Tuning, list[tuple[dict, TunerState, Observations, float]]]:
+def _tournament_run() -> tuple[list[tour_state.Contender], Tuning, list[tuple[dict, TunerState, Observations, float]]]:
     t = next(x for x in bench_tournament.load_tournaments((PROFILES / "tournaments-article.json").read_text())
              if x.name == "qwen3-8b-math500-eagle3-vs-dspark-vs-off")
     dep = bench_tournament._deployment(t, 0, WINDOWS)
     contenders, profiles = bench_tournament.contenders(t), t.ordered()
     tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
-    state, inner = tour.Tournament.new(contenders, dep.now), TunerState.new(contenders[0].method, contenders[0].n)
+    state, inner = tour_state.Tournament.new(contenders, dep.now), TunerState.new(contenders[0].method, contenders[0].n)
     out = []
     for _ in range(WINDOWS):
         obs = dep.window()
@@ -121,8 +122,8 @@ def test_any_status_tuning_is_resumed_or_named_and_the_tuner_steps_on(data: st.D
 def test_any_status_tournament_is_resumed_or_restarted_and_the_tournament_steps_on(data: st.DataObject) -> None:
     contenders, tuning, run = _tournament_run()
     status, inner, obs, now = data.draw(st.sampled_from(run))
-    state = tour.Tournament.from_status(_mutated(data, status), contenders, now)
+    state = tour_state.Tournament.from_status(_mutated(data, status), contenders, now)
     inner = inner.copy()
     for k in range(3):
         state, inner, _ = tour.step(state, inner, tuning, contenders, obs, now + 300.0 * (k + 1))
-    assert tour.Tournament.from_status(state.to_status(), contenders, now).to_status() == state.to_status()
+    assert tour_state.Tournament.from_status(state.to_status(), contenders, now).to_status() == state.to_status()

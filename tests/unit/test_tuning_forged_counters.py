@@ -20,6 +20,7 @@ from specpilot.controller import tuning_status as ts
 from specpilot.controller.tuning_metrics import observed_goodput
 from specpilot.tuning import Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import tournament as tour
+from specpilot.tuning import tournament_state as tour_state
 from specpilot.tuning.machine import load_mix
 from specpilot.tuning.observations import MAX_LOAD, MAX_STEP_S, WindowRecord, implausible, record
 from specpilot_harness.bench import strategies, tournament as bench_tournament
@@ -141,7 +142,7 @@ def test_a_method_tournament_on_any_counters_keeps_a_status_that_reads_back(seed
         if x.name == "qwen3-8b-math500-eagle3-vs-dspark-vs-off")
     contenders = bench_tournament.contenders(t)
     tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m"))
-    state, inner = tour.Tournament.new(contenders, 0.0), TunerState.new(contenders[0].method, contenders[0].n)
+    state, inner = tour_state.Tournament.new(contenders, 0.0), TunerState.new(contenders[0].method, contenders[0].n)
     rng = random.Random(seed)
     for i in range(30):
         n = state.canary_n if state.canary is not None else inner.canary_n
@@ -153,7 +154,7 @@ def test_a_method_tournament_on_any_counters_keeps_a_status_that_reads_back(seed
                                               desired_pods=1, method=inner.method))
         state, inner, _ = tour.step(state, inner, tuning, contenders, obs, 300.0 * (i + 1))
         status = json.loads(json.dumps(state.to_status(), allow_nan=False))
-        assert tour.Tournament.from_status(status, contenders, 300.0 * (i + 1)).to_status() == status
+        assert tour_state.Tournament.from_status(status, contenders, 300.0 * (i + 1)).to_status() == status
 
 
 @pytest.mark.parametrize("delta, why", [

@@ -13,6 +13,7 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
+from specpilot.tuning import tournament_state as tour_state
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.vllm_metrics import Snapshot
 from specpilot_harness.bench import cli
@@ -28,19 +29,19 @@ def tournament(name: str, split: str = "article") -> bench.TournamentProfile:
     return next(t for t in bench.load_tournaments(doc) if t.name == name)
 
 
-def drive(t: bench.TournamentProfile, seed: int, windows: int, via_status: bool = False) -> tuple[list, tour.Tournament, TunerState]:
+def drive(t: bench.TournamentProfile, seed: int, windows: int, via_status: bool = False) -> tuple[list, tour_state.Tournament, TunerState]:
     """Run the tournament on the simulated deployment; `via_status`: every window's states go through their
     status JSON and back, as after an operator restart."""
     dep = bench._deployment(t, seed, windows)
     cs = bench.contenders(t)
     profiles = t.ordered()
-    state = tour.Tournament.new(cs)
+    state = tour_state.Tournament.new(cs)
     inner = TunerState.new(cs[0].method, cs[0].n)
     actions = []
     for _ in range(windows):
         obs = dep.window()
         if via_status:
-            state = tour.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
+            state = tour_state.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
             inner = TunerState.from_status(json.loads(json.dumps(inner.to_status())),
                                            method=cs[state.stable].method, stable_n=inner.stable_n)
         state, inner, a = tour.step(state, inner, TUNING, cs, obs, dep.now)
@@ -169,15 +170,15 @@ def test_a_second_canary_is_worth_its_uncertainty_not_just_its_expectation() -> 
 
 
 def test_a_loser_s_options_read_back_from_status_only_when_well_formed() -> None:
-    cs = [tour.Contender("mtp", 3), tour.Contender("dflash", 7)]
-    state = tour.Tournament.new(cs)
-    state.entries[1] = tour.Entry(measured_n=7, options=[(3, 1.1, 0.05), (5, 1.05, 0.03)])
-    back = tour.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
+    cs = [tour_state.Contender("mtp", 3), tour_state.Contender("dflash", 7)]
+    state = tour_state.Tournament.new(cs)
+    state.entries[1] = tour_state.Entry(measured_n=7, options=[(3, 1.1, 0.05), (5, 1.05, 0.03)])
+    back = tour_state.Tournament.from_status(json.loads(json.dumps(state.to_status())), cs)
     assert back.entries[1].options == [(3, 1.1, 0.05), (5, 1.05, 0.03)]
     status = state.to_status()
     status["entries"][1]["options"] = [[3, float("inf"), 0.1], [99, 1.0, 0.1], [2, 1.0, -1], [True, 1.0, 0.1],
                                        "x", [4, 1.2, 0.02]]
-    assert tour.Tournament.from_status(status, cs).entries[1].options == [(4, 1.2, 0.02)]
+    assert tour_state.Tournament.from_status(status, cs).entries[1].options == [(4, 1.2, 0.02)]
 
 
 def test_a_contender_promoted_later_keeps_what_its_first_canary_measured() -> None:
@@ -189,14 +190,14 @@ def test_a_contender_promoted_later_keeps_what_its_first_canary_measured() -> No
     assert (ActionKind.ROLLBACK, 4, 1) in actions and (ActionKind.PROMOTE, 1, 1) in actions
     assert (inner.method, inner.stable_n) == ("draft_model", 1)
     assert 4 in {r.n for r in inner.records} and not any(n == 7 for n, c in started(actions) if c is None)
-    back = tour.Tournament.from_status(json.loads(json.dumps(state.to_status())), bench.contenders(t))
+    back = tour_state.Tournament.from_status(json.loads(json.dumps(state.to_status())), bench.contenders(t))
     assert back.entries[1].records == state.entries[1].records and back.entries[1].pairs == state.entries[1].pairs
     damaged = state.to_status()
     damaged["entries"][1]["records"] = [{"seq": 1}]
-    assert tour.Tournament.from_status(damaged, bench.contenders(t)).entries[1].records == []
+    assert tour_state.Tournament.from_status(damaged, bench.contenders(t)).entries[1].records == []
     damaged = state.to_status()
     damaged["entries"][1]["pairs"] = [[100_000, 0, 4.0, 0.1]]  # would size its step model's matrices
-    assert tour.Tournament.from_status(damaged, bench.contenders(t)).entries[1].pairs == []
+    assert tour_state.Tournament.from_status(damaged, bench.contenders(t)).entries[1].pairs == []
 
 
 def test_the_tournament_resumes_from_its_status_exactly() -> None:
@@ -205,13 +206,13 @@ def test_the_tournament_resumes_from_its_status_exactly() -> None:
 
 
 def test_other_contenders_start_a_new_tournament() -> None:
-    cs = [tour.Contender("mtp", 3), tour.Contender("dflash", 7)]
-    state = tour.Tournament.new(cs)
+    cs = [tour_state.Contender("mtp", 3), tour_state.Contender("dflash", 7)]
+    state = tour_state.Tournament.new(cs)
     state.stable = 1
-    assert tour.Tournament.from_status(state.to_status(), cs).stable == 1
-    other = [tour.Contender("mtp", 3), tour.Contender("eagle3", 3)]
-    assert tour.Tournament.from_status(state.to_status(), other).stable == 0
-    assert tour.Tournament.from_status({"version": 1, "key": state.key, "stable": 9, "entries": []}, cs).stable == 0
+    assert tour_state.Tournament.from_status(state.to_status(), cs).stable == 1
+    other = [tour_state.Contender("mtp", 3), tour_state.Contender("eagle3", 3)]
+    assert tour_state.Tournament.from_status(state.to_status(), other).stable == 0
+    assert tour_state.Tournament.from_status({"version": 1, "key": state.key, "stable": 9, "entries": []}, cs).stable == 0
 
 
 def test_an_untried_method_is_worth_a_canary_unless_canaries_are_very_dear() -> None:
@@ -222,7 +223,7 @@ def test_an_untried_method_is_worth_a_canary_unless_canaries_are_very_dear() -> 
 
 
 def test_off_as_a_contender_runs_no_speculation() -> None:
-    off = tour.Contender("off", 0)
+    off = tour_state.Contender("off", 0)
     assert off.tuning(TUNING).candidates == [0]
 
 
@@ -396,11 +397,11 @@ def test_a_status_tournament_the_tuner_did_not_write_runs_spec_speculative(forge
     from specpilot.api.validate import load
     from specpilot.controller.reconcile import TrackPlan, plan_tracks
     sd = load(SD)
-    cs = tour.contenders_of(sd.spec)
-    good = tour.Tournament.new(cs)
+    cs = tour_state.contenders_of(sd.spec)
+    good = tour_state.Tournament.new(cs)
     good.stable, good.canary, good.canary_n = 1, 0, 2
     status = {"tuning": TunerState.new("dflash", 7, 16).to_status(), "tournament": {**good.to_status(), **forged}}
-    assert tour.Tournament.from_status(status["tournament"], cs).stable == 0
+    assert tour_state.Tournament.from_status(status["tournament"], cs).stable == 0
     plan = plan_tracks(sd, status)
     assert plan == TrackPlan(None, None)  # the tuner state is dflash's, not spec.speculative's: spec N
     honest = plan_tracks(sd, {**status, "tournament": good.to_status()})
@@ -411,7 +412,7 @@ def test_an_alternative_that_never_loads_is_rolled_back_at_its_own_deadline_and_
     t = tournament("qwen36-35b-a3b-mtp-vs-dflash")
     dep = bench._deployment(t, 0, 60)
     cs = [c if i == 0 else dataclasses.replace(c, progress_deadline="10m") for i, c in enumerate(bench.contenders(t))]
-    state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
+    state, inner = tour_state.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
     starts, rollbacks = [], []
     for _ in range(60):
         obs = dep.window()
@@ -437,9 +438,9 @@ def test_an_alternative_that_never_loads_is_rolled_back_at_its_own_deadline_and_
 
 def test_an_off_alternative_is_what_no_speculation_measured() -> None:
     t = tournament("qwen36-35b-a3b-mtp-vs-dflash")
-    cs = bench.contenders(t) + [tour.Contender("off", 0)]
+    cs = bench.contenders(t) + [tour_state.Contender("off", 0)]
     dep = bench._deployment(t, 0, 30)
-    state, inner = tour.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
+    state, inner = tour_state.Tournament.new(cs), TunerState.new(cs[0].method, cs[0].n)
     starts = []
     for _ in range(30):
         obs = dep.window()

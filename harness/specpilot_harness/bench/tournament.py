@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, TunerState
 from specpilot.tuning import tournament as tour
+from specpilot.tuning import tournament_state as tour_state
 from specpilot_harness.sim.profile import MAX_NAME, Profile, ProfileError, entry_label
 from specpilot_runtime.speculative import METHODS, OFF
 
@@ -148,12 +149,12 @@ class Run:
     exploration_cost: float = 0.0
 
 
-def contenders(t: TournamentProfile) -> list[tour.Contender]:
+def contenders(t: TournamentProfile) -> list[tour_state.Contender]:
     """spec.speculative (the start) and the alternatives at their method's common N, candidates 0..max_n."""
     out = []
     for i, p in enumerate(t.ordered()):
         n = t.start.n if i == 0 else min(METHODS[p.method].default_n, p.max_n)
-        out.append(tour.Contender(p.method, n, candidates=tuple(range(p.max_n + 1))))
+        out.append(tour_state.Contender(p.method, n, candidates=tuple(range(p.max_n + 1))))
     return out
 
 
@@ -167,7 +168,7 @@ def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fl
     cs = contenders(t)
     profiles = t.ordered()
     tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m", mode=fleet.canary_mode))
-    state = tour.Tournament.new(cs, dep.now)
+    state = tour_state.Tournament.new(cs, dep.now)
     inner = TunerState.new(cs[0].method, cs[0].n, now=dep.now)
     run = Run((t.start.method, t.start.n))
     budget = MAX_CANARIES * -(-windows // MAX_WINDOWS)

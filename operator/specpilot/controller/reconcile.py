@@ -25,7 +25,7 @@ from specpilot.controller.kube import Kube, KubeError, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.display import bounded
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
-from specpilot.tuning import tournament
+from specpilot.tuning import tournament_state
 from specpilot.tuning.state import same_drafter
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     canary is its canary."""
     if not sd.spec.tuning.enabled:
         return TrackPlan(None, None)
-    tour = tournament.Tournament.from_status(status.get("tournament"), tournament.contenders_of(sd.spec))
+    tour = tournament_state.Tournament.from_status(status.get("tournament"), tournament_state.contenders_of(sd.spec))
     stable = sd.for_contender(tour.stable)
     tuning = status.get("tuning")
     if tuning_resume.problem(tuning, stable) is not None \

@@ -35,7 +35,7 @@ from specpilot.render import replicas
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.windows import WindowCounter
-from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament
+from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament, tournament_state
 from specpilot.tuning.observations import measurable
 
 log = logging.getLogger(__name__)
@@ -155,12 +155,12 @@ class TuningLoop:
         spec, now = sd.spec, time.time()
         status = obj.get("status") or {}
         old = status.get("tuning")
-        contenders = tournament.contenders_of(spec)
-        tour = tournament.Tournament.from_status(status.get("tournament"), contenders, now)
+        contenders = tournament_state.contenders_of(spec)
+        tour = tournament_state.Tournament.from_status(status.get("tournament"), contenders, now)
         state, invalid = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
         if invalid is not None:
             # Said once: the fresh state written here is valid, so the next window resumes it quietly.
-            tour = tournament.Tournament.new(contenders, now)
+            tour = tournament_state.Tournament.new(contenders, now)
             state, _ = tuning_resume.resume(old, sd, now)
             message = (f"status.tuning was not written by the tuner ({invalid}): tuning restarts from spec "
                        f"N={state.stable_n}")
@@ -176,7 +176,7 @@ class TuningLoop:
             before = list(state.history)
             state = ts.restart_at_spec(state, spec.speculative, now)
             cond = ("True", "Observing", f"spec N set to {state.stable_n} by hand; tuning restarts from it")
-            await self._commit(obj, sd, before, state, cond, None, tournament.Tournament.new(contenders, now))
+            await self._commit(obj, sd, before, state, cond, None, tournament_state.Tournament.new(contenders, now))
             log.info("tuning %s/%s: %s", self.namespace, self.name, cond[2])
             self.counter.reset()
             return None
@@ -234,10 +234,10 @@ class TuningLoop:
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
                       state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None,
-                      tour: tournament.Tournament) -> dict[str, Any] | None:
+                      tour: tournament_state.Tournament) -> dict[str, Any] | None:
         """Write the window's status and post its decisions; returns the status.tournament written."""
         spec_n = sd.spec.speculative.num_speculative_tokens
-        contenders = tournament.contenders_of(sd.spec)
+        contenders = tournament_state.contenders_of(sd.spec)
         standing = ts.tournament_status(tour, state, contenders)
         await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable,
                                                          standing))
@@ -322,8 +322,8 @@ class TuningLoop:
         if sd.spec.tuning.enabled or not old:
             return
         now = time.time()
-        contenders = tournament.contenders_of(sd.spec)
-        tour = tournament.Tournament.from_status(status.get("tournament"), contenders, now)
+        contenders = tournament_state.contenders_of(sd.spec)
+        tour = tournament_state.Tournament.from_status(status.get("tournament"), contenders, now)
         state, _ = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
         tour, state, _ = tournament.step(tour, state, sd.spec.tuning, contenders, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens

@@ -23,7 +23,8 @@ from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, ActionKind, Observations, Phase, TrackWindow, TunerState
 from specpilot.tuning.observations import DRAFTED_PER_POS_ABSENT, acceptance_note, has_traffic, implausible
 from specpilot.tuning.schedule import schedule_text
-from specpilot.tuning.tournament import Contender, Tournament, standings
+from specpilot.tuning.tournament import standings
+from specpilot.tuning.tournament_state import Contender, Tournament
 
 # status.tuning key (besides the tuner's own) holding the spec N the state was started from: when the user
 # edits spec N by hand, the two differ and the user wins (the tuner restarts from the new N).
