@@ -280,7 +280,8 @@ def test_cli_json_rows_carry_chosen_n_and_schedule(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("split, name", [("mixed", "mixed-load.json"), ("mixed-holdout", "mixed-load-holdout.json"),
-                                         ("mixed-holdout2", "mixed-load-holdout2.json")])
+                                         ("mixed-holdout2", "mixed-load-holdout2.json"),
+                                         ("mixed-holdout3", "mixed-load-holdout3.json")])
 def test_mixed_load_profiles_are_what_the_generator_builds(split: str, name: str) -> None:
     from specpilot_harness.bench.generate import MIXED_SPLITS, PARALLEL_METHODS, build
 

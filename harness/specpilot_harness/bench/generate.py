@@ -3,10 +3,11 @@
     python -m specpilot_harness.bench.generate dev     > harness/specpilot_harness/bench/profiles/generated-dev.json
     python -m specpilot_harness.bench.generate holdout > harness/specpilot_harness/bench/profiles/generated-holdout.json
     python -m specpilot_harness.bench.generate holdout2 > harness/specpilot_harness/bench/profiles/generated-holdout2.json
+    python -m specpilot_harness.bench.generate holdout3 > harness/specpilot_harness/bench/profiles/generated-holdout3.json
 
 Each profile comes from one generator seed (`dev`: seeds 0..49, tuned on; `holdout`: seeds 1000..1049,
 never looked at while tuning; `holdout2`: seeds 6000..6099, first run after the first held-out split had
-been looked at for many sessions). The seed picks, at random:
+been looked at for many sessions; `holdout3`: seeds 9000..9099, first run after both had been traced). The seed picks, at random:
 
 - a cost shape family (seed mod 5, so the families are balanced) with random parameters:
   `dense` (a measured dense table, 8B or 32B, its load axis stretched by 0.7-1.4x), `moe` (a random blend
@@ -28,9 +29,10 @@ Mixed-load profiles (where a batch-size schedule of N pays), from the same piece
     python -m specpilot_harness.bench.generate mixed         > mixed-load.json
     python -m specpilot_harness.bench.generate mixed-holdout > mixed-load-holdout.json
     python -m specpilot_harness.bench.generate mixed-holdout2 > mixed-load-holdout2.json
+    python -m specpilot_harness.bench.generate mixed-holdout3 > mixed-load-holdout3.json
 
 One profile per seed (`mixed`: 2000..2009, `mixed-holdout`: 3000..3009, never tuned on, `mixed-holdout2`:
-3100..3119, a second held-out split): even seeds a
+3100..3119, and `mixed-holdout3`: 3200..3219, a second and a third held-out split): even seeds a
 chain drafter (mtp, eagle3, draft_model; N up to 7), odd seeds a parallel one (dflash, dspark; N up to 15),
 a GPU cost family (dense, moe, tp, old-gpu in turn), an acceptance curve as above, and a load mix of 3-5
 levels out of 1, 4, 16, 64, 256 sequences per pod spanning at least 1-4 to 64-256, with random shares of
@@ -52,9 +54,10 @@ from specpilot.tuning import costs
 from specpilot_runtime.speculative import METHODS, Family
 
 FAMILIES = ("dense", "moe", "tp", "old-gpu", "compute")
-SPLITS = {"dev": range(0, 50), "holdout": range(1000, 1050), "holdout2": range(6000, 6100)}
+SPLITS = {"dev": range(0, 50), "holdout": range(1000, 1050), "holdout2": range(6000, 6100),
+          "holdout3": range(9000, 9100)}
 MIXED_SPLITS = {"mixed": range(2000, 2010), "mixed-holdout": range(3000, 3010),
-                "mixed-holdout2": range(3100, 3120)}
+                "mixed-holdout2": range(3100, 3120), "mixed-holdout3": range(3200, 3220)}
 MIXED_LOADS = (1, 4, 16, 64, 256)
 MIXED_FAMILIES = ("dense", "moe", "tp", "old-gpu")
 CHAIN_METHODS = ("mtp", "eagle3", "draft_model")
