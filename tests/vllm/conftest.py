@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realvllm import Server, TinyModels, VllmVenv, free_port
+from realvllm import Server, TinyModels, VllmVenv
+from specpilot_harness.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("SPECPILOT_VLLM_VENV", ROOT / ".tools" / "vllm-venv"))

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from specpilot_harness.ports import free_port
 
 STARTUP_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 60.0

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from realvllm import Server, TinyModels, VllmVenv, free_port
+from realvllm import Server, TinyModels, VllmVenv
+from specpilot_harness.ports import free_port
 from test_real_vllm import ENGINE_ARGS, complete_all, scrape
 
 SPECPILOT_ENTRIES = ("specpilot-", "specpilot_", "__editable__.specpilot", "__editable___specpilot")
