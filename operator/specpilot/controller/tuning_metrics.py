@@ -20,7 +20,7 @@ DECISION_OF: dict[ActionKind, str] = {
 
 def observed_goodput(w: TrackWindow | None, window_s: float) -> float | None:
     """Output tokens per second per ready pod over the window (engine time), None without traffic."""
-    if w is None or not measurable(w, window_s):
+    if not measurable(w, window_s):
         return None
     return w.delta.generation_tokens / window_s / w.ready_pods
 

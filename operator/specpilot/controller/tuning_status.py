@@ -113,7 +113,7 @@ def scrape_problem(scrapes: list[PodScrape]) -> str | None:
 def implausible_counters(obs: Observations) -> dict[str, str]:
     """The tracks whose window the tuner does not measure because no engine could have counted it, and why."""
     return {name: why for name, w in (("stable", obs.stable), ("canary", obs.canary))
-            if w is not None and has_traffic(w) and (why := implausible(w, obs.window_s))}
+            if has_traffic(w) and (why := implausible(w, obs.window_s))}
 
 
 def edited_by_hand(tuning_status: dict[str, Any] | None, spec_n: int) -> bool:
