@@ -218,7 +218,7 @@ def test_schedule_rows_from_close_noisy_levels_are_ones_vllm_accepts() -> None:
     # Loads as measured (Little's law per window) give close levels, 1.0, 1.1, 1.2, ..., some with no whole
     # batch size of their own; with the levels' N differing, rows once came out as [2, 1, 6] (lo > hi).
     levels = np.array([1.0, 1.1, 1.2, 1.6, 2.0, 2.3, 31.0, 33.0, 250.0])
-    rows = [list(e) for e in schedule._entries(levels, [6, 6, 5, 5, 4, 4, 3, 2, 1])]
+    rows = [list(e) for e in schedule.level_entries(levels, [6, 6, 5, 5, 4, 4, 3, 2, 1])]
     config = SpeculativeConfig(method="mtp", num_speculative_tokens=6,
                                num_speculative_tokens_per_batch_size=[tuple(r) for r in rows])
     assert config.problems() == [], rows

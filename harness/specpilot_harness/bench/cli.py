@@ -20,7 +20,7 @@ from specpilot.api.models import Canary, Tuning, canary_pods
 
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
-from . import judge_bench, operator_bench, tournament, tuned_bench
+from . import floor, judge_bench, operator_bench, tournament, tuned_bench
 from .simulate import CANARY_MODES, STABLE_PODS, Fleet
 from .strategies import MAX_WINDOWS
 from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
@@ -43,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "batch-size schedule, for mixed-load profiles)")
     _fleet_args(p)
     _noise_arg(p)
+    p.add_argument("--floor", action="store_true",
+                   help="also run the judge's floor: the tuner's own state machine and judge with a planner told "
+                        "the profile's answer (the best N; in schedule mode the per-load oracle's schedule): what "
+                        "proving the answer costs at this noise, so the gap to the tuner is the planner's")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
     p.set_defaults(func=run)
@@ -189,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if fleet is None:
         return 2
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
-                  args.mode, fleet)
+                  args.mode, fleet, {"floor": floor.run_floor} if args.floor else None)
     out = Console(width=200)
     _print_table(out, f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
                       f"{args.windows} windows", *table_rows(res), left=("profile",))

@@ -158,16 +158,19 @@ class Results:
 
 def run_all(profiles: Sequence[Profile], seeds: int, progress: Callable[[str], None],
             windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-            fleet: Fleet = Fleet()) -> Results:
+            fleet: Fleet = Fleet(), tuned: dict[str, Callable[..., Run]] | None = None) -> Results:
     """Every strategy on every profile and seed; the tuner in `mode` (schedule: it may serve a batch-size
-    schedule), on deployments run as `fleet` says."""
-    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in STRATEGIES}
-    worst = {k: 0.0 for k in STRATEGIES}
+    schedule), on deployments run as `fleet` says. `tuned`: more strategies that run the tuner's machine
+    in `mode` (the floor), reported beside the baselines."""
+    with_mode: dict[str, Callable[..., Run]] = {"tuner": run_tuner, **(tuned or {})}
+    strategies = {**STRATEGIES, **with_mode}
+    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in strategies}
+    worst = {k: 0.0 for k in strategies}
     sched: list[dict[str, Any]] = []
     for i, p in enumerate(profiles, 1):
         for seed in range(seeds):
-            for name, fn in STRATEGIES.items():
-                run = run_tuner(p, seed, windows, mode, fleet) if name == "tuner" else fn(p, seed, windows, fleet)
+            for name, fn in strategies.items():
+                run = fn(p, seed, windows, mode, fleet) if name in with_mode else fn(p, seed, windows, fleet)
                 rows[name].append(row(p, seed, run))
                 worst[name] = min(worst[name], round(100 * worst_promotion(p, run), 3))
                 if name == "tuner" and (s := schedule_row(p, seed, run)):
@@ -281,7 +284,11 @@ def mixed_verdict(res: Results) -> list[str]:
             f"{'met' if share_ok else 'NOT met'}",
             f"  against the best single N: mean {m['mean_vs_single_pct']:+.2f}%, worst run "
             f"{m['worst_vs_single_pct']:+.2f}% (target: no run below {TARGET_VS_SINGLE_PCT:+.1f}%) "
-            f"{'met' if vs_ok else 'NOT met'}"]
+            f"{'met' if vs_ok else 'NOT met'}",
+            *(f"  {name}: share mean {100 * o['mean_oracle_gain_share']:.1f}%, pooled "
+              f"{100 * o['pooled_oracle_gain_share']:.1f}%, worst run {o['worst_vs_single_pct']:+.2f}% against the "
+              f"best single N, {o['runs_serving_schedule']} runs serving a schedule"
+              for name, o in res.mixed_summary().items() if name not in ("targets", "tuner", *BASELINES))]
 
 
 def markdown_tables(tables: Iterable[tuple[list[str], list[list[str]]]]) -> list[str]:

@@ -79,14 +79,14 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
     totals = {n: float(sum(w * by_n[n][i, j] for i, (w, j) in enumerate(zip(weights, plan))))
               for n, plan in plans.items()}
     if not totals:
-        return ScheduleProposal(best_single, _entries(levels, [best_single] * len(levels)), best_single, 0.0)
+        return ScheduleProposal(best_single, level_entries(levels, [best_single] * len(levels)), best_single, 0.0)
     # The smallest started N within STARTED_TIE of the best (a parallel drafter: an unmeasured N's curve is
     # a borrowed one with a spread, whose mean rises a hair with the distance it is borrowed over); a chain
     # drafter's started N is its largest K.
     tie = 0.0 if prefix_transfers(method) else STARTED_TIE
     top = max(totals.values())
     started = min(n for n, t in totals.items() if t >= top * (1.0 - tie))
-    entries = _entries(levels, [cands[j] for j in plans[started]])
+    entries = level_entries(levels, [cands[j] for j in plans[started]])
 
     def total(n: int, rows: Sequence[Sequence[int]] | None) -> float | None:
         """Goodput over the mix of a track at N serving `rows`, at the K each level's batch size gets."""
@@ -121,7 +121,7 @@ def _falling(value: np.ndarray) -> list[int]:
     return out
 
 
-def _entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+def level_entries(levels: np.ndarray, per_level: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
     """Batch-size ranges split at the geometric midpoints between levels, valid as vLLM requires (from 1,
     rising, no overlap): a level with no whole batch size of its own (levels 1.1 and 1.2) adds no range,
     and equal neighbours merge."""
