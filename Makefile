@@ -67,13 +67,16 @@ demo: setup
 	$(BIN)/specpilot demo
 
 bench: setup
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5 --floor
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --canary-mode surge
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout2.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load.json --seeds 5 --mode schedule
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout2.json --seeds 5 --mode schedule
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout3.json --seeds 5
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load.json --seeds 5 --mode schedule --floor
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout.json --seeds 5 --mode schedule --floor
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout2.json --seeds 5 --mode schedule --floor
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout3.json --seeds 5 --mode schedule --floor
 	$(BIN)/specpilot bench tournament --profiles harness/specpilot_harness/bench/profiles/tournaments-article.json --seeds 5
 	$(BIN)/specpilot bench judge
 	$(BIN)/specpilot bench operator --deployments 100,200
