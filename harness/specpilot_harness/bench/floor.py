@@ -59,10 +59,9 @@ def knowing(profile: Profile, mode: TuningMode) -> Iterator[None]:
                 for n in range(profile.max_n + 1)}
         # The schedule goes first (machine._schedule_canary, when no single N is chosen), once a round.
         first = wants_schedule and not state.schedule_tried
-        promising = best != state.stable_n or state.stable_schedule is not None
         # No value or cost to weigh: the truth says what to canary (the history records its true gain).
         return Plan(state.stable_n, gain, {best: gain[best]}, {best: 0.0}, best,
-                    None if first or not promising else best)
+                    None if first or gain[best] <= 0.0 else best)
 
     def propose(method: str, records: Any, model: StepModel, candidates: Sequence[int], loads: Sequence[float],
                 objective: str, stable_n: int | None = None,
