@@ -13,6 +13,10 @@ same stable N with a stricter promotion boundary (`judge.judge`'s `carried`): th
 chances for noise to cross it. Once per (stable N, canary): the retry's verdict ends the evidence, whatever
 it is. Promotion (another stable N) and acceptance drift (stale numbers) drop all of it. On the mixed-load
 bench over a day, 22 of 27 such canaries were schedules.
+
+A canary the judge proved and the tuner rolled back as a probe (for a neighbour, or a schedule, expected
+better still: machine._probe) leaves its windows the same way, marked proven: when what it pointed to is
+not promoted in that round, the next round starts with it.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ MAX_CARRIED_PAIRS = 36  # paired windows kept per piece (EXTEND x the default 6 
 
 @dataclass(frozen=True)
 class Evidence:
-    n: int  # the unproven canary's N
+    n: int  # the canary's N
     stable_n: int  # the stable N it was measured against
     round: int  # the round that measured it: it is retried in a later one
     gain: float  # its measured gain over the stable at the rollback (relative)
     records: tuple[WindowRecord, ...]  # its paired windows: the stable's and the canary's records
     retried: bool = False  # its second canary has started
     schedule: list[list[int]] | None = None  # the canary's batch-size schedule under N (None: N throughout)
+    proven: bool = False  # the judge had proven it, and it was rolled back as a probe (machine._probe)
 
     @property
     def pairs(self) -> int:
@@ -43,11 +48,13 @@ class Evidence:
 
     def describe(self) -> str:
         what = f"N={self.n} schedule {schedule_text(self.schedule)}" if self.schedule else f"N={self.n}"
-        return f"{what} measured {self.gain:+.1%} over N={self.stable_n} in {self.pairs} windows, unproven"
+        how = "proven, then rolled back as a probe" if self.proven else "unproven"
+        return f"{what} measured {self.gain:+.1%} over N={self.stable_n} in {self.pairs} windows, {how}"
 
     def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "stableN": self.stable_n, "round": self.round, "gain": round(self.gain, 6),
-                "retried": self.retried, "schedule": self.schedule, "records": [r.to_json() for r in self.records]}
+                "retried": self.retried, "schedule": self.schedule, "proven": self.proven,
+                "records": [r.to_json() for r in self.records]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Evidence":
@@ -60,14 +67,16 @@ class Evidence:
             raise ValueError(f"carried round {round_!r} is not a whole number >= 1")
         return cls(n=whole_n(d["n"], "carried n"), stable_n=whole_n(d["stableN"], "carried stableN"),
                    round=round_, gain=finite(d["gain"], "carried gain", -1.0), retried=d["retried"] is True,
-                   records=tuple(WindowRecord.from_json(r) for r in records), schedule=rows_from_json(d.get("schedule")))
+                   records=tuple(WindowRecord.from_json(r) for r in records), schedule=rows_from_json(d.get("schedule")),
+                   proven=d.get("proven") is True)
 
 
 def measured(n: int, schedule: list[list[int]] | None, stable_n: int, round_: int, gain: float,
-             pairs: Sequence[tuple[WindowRecord, WindowRecord]]) -> Evidence:
+             pairs: Sequence[tuple[WindowRecord, WindowRecord]], proven: bool = False) -> Evidence:
     """Evidence from a canary's paired windows (stable record, canary record), the latest kept."""
     kept = list(pairs)[-MAX_CARRIED_PAIRS:]
-    return Evidence(n, stable_n, round_, gain, tuple(r for pair in kept for r in pair), schedule=schedule)
+    return Evidence(n, stable_n, round_, gain, tuple(r for pair in kept for r in pair), schedule=schedule,
+                    proven=proven)
 
 
 def keep(carried: Sequence[Evidence], new: Evidence) -> list[Evidence]:
