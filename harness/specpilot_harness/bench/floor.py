@@ -23,7 +23,7 @@ from specpilot.api.models import Tuning, TuningMode
 from specpilot.tuning import machine
 from specpilot.tuning.observations import Observations
 from specpilot.tuning.planner import Plan
-from specpilot.tuning.schedule import ScheduleProposal, level_entries
+from specpilot.tuning.schedule import MAX_BATCH_SIZE, ScheduleProposal, level_entries
 from specpilot.tuning.state import TunerState
 from specpilot.tuning.step_model import StepModel
 from specpilot_harness.sim.profile import Profile
@@ -66,12 +66,11 @@ def knowing(profile: Profile, mode: TuningMode) -> Iterator[None]:
     def propose(method: str, records: Any, model: StepModel, candidates: Sequence[int], loads: Sequence[float],
                 objective: str, stable_n: int | None = None,
                 stable_schedule: Sequence[Sequence[int]] | None = None) -> ScheduleProposal:
-        entries = tuple((lo, hi, k) for lo, hi, k in rows) if wants_schedule else ((1, rows[-1][1], best),)
-        n = started if wants_schedule else best
-        single = served_goodput(profile, best)
-        stable_gain = None if stable_n is None else _gain(profile, n, rows if wants_schedule else None,
-                                                          stable_n, stable_schedule)
-        gain = served_goodput(profile, n, rows if wants_schedule else None) / single - 1.0
+        # Without a schedule worth serving, the best single N throughout (one range: not canaried as one).
+        n, served = (started, rows) if wants_schedule else (best, None)
+        entries = tuple((lo, hi, k) for lo, hi, k in rows) if served else ((1, MAX_BATCH_SIZE, best),)
+        stable_gain = None if stable_n is None else _gain(profile, n, served, stable_n, stable_schedule)
+        gain = served_goodput(profile, n, served) / served_goodput(profile, best) - 1.0
         return ScheduleProposal(n, entries, best, gain, stable_gain)
 
     with mock.patch.object(machine, "_plan", plan), mock.patch.object(machine, "propose", propose):

@@ -330,8 +330,9 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     v = out_of_room(judge(round_stable, carried + canary, loads, tuning.objective, tuning.promotion_margin,
                           tuning.confidence, tuning.canary.windows, len(carried), drafting), ANALYSIS_KEPT)
     numbers: dict[str, Any] = {"verdict": v.to_json(), "step_model": model.summary()}
+    pairs = paired(round_stable, canary)
     if v.decision != Ruling.CONTINUE:
-        _carry(state, tuning, v, ev, paired(round_stable, canary))
+        _carry(state, tuning, v, ev, pairs)
     if v.decision == Ruling.CONTINUE and v.windows < tuning.canary.windows \
             and state.seq - since + 1 >= 2 * tuning.canary.windows:
         # Windows go by but the canary yields no comparable data (no traffic, wrong N): give up on it.
@@ -370,7 +371,6 @@ def _analyse(state: TunerState, tuning: Tuning, obs: Observations, now: float) -
     # to trail the other, would otherwise probe each other until the round's budget ran out.
     lead = (1.0 + p.gain[alt]) / (1.0 + p.gain[c]) - 1.0 if alt is not None else 0.0
     # A retry is never a probe: it is what an earlier probe, or an earlier round, left to prove.
-    pairs = paired(round_stable, canary)
     if ev is None and alt is not None and c not in state.probed \
             and p.gain[c] + tuning.promotion_margin / 2 < p.gain[alt] \
             and lead <= PROBE_LEAD_MARGINS * tuning.promotion_margin:
