@@ -73,6 +73,8 @@ bench: setup
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout2.json --seeds 5
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout3.json --seeds 5
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5 --confidence 0.85
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load.json --seeds 5 --mode schedule --floor
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout.json --seeds 5 --mode schedule --floor
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout2.json --seeds 5 --mode schedule --floor

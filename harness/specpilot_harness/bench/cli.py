@@ -101,6 +101,18 @@ def _fleet_args(p: argparse.ArgumentParser) -> None:
                         "surge; surge: the canary's pod comes on top of the stable's; replace: the stable gives "
                         "one up while the canary runs, so every pod keeps its load and a canary is measured at "
                         "the load a promotion will serve; needs R >= 2)")
+    p.add_argument("--confidence", type=_confidence, metavar="C", default=Tuning().confidence,
+                   help="the spec's tuning.confidence the judge promotes with (default %(default)s, as in the spec; "
+                        "from 0.5 up to, not including, 1): lower proves more gains in a round and promotes "
+                        "more canaries that are no better")
+
+
+def _confidence(text: str) -> float:
+    """argparse type of --confidence: what spec.tuning.confidence allows."""
+    try:
+        return Tuning(confidence=float(text)).confidence
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a confidence from 0.5 up to (not including) 1") from None
 
 
 def _noise(text: str) -> float:
@@ -131,7 +143,7 @@ def _fleet(args: argparse.Namespace, err: Console) -> Fleet | None:
         err.print("[red]error:[/red] --canary-mode replace needs --stable-replicas of at least 2 (a stable pod "
                   "always serves)")
         return None
-    return Fleet(args.stable_replicas, canary_pods(args.canary_mode, args.stable_replicas, 1))
+    return Fleet(args.stable_replicas, canary_pods(args.canary_mode, args.stable_replicas, 1), args.confidence)
 
 
 def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:

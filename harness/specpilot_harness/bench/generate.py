@@ -4,10 +4,12 @@
     python -m specpilot_harness.bench.generate holdout > harness/specpilot_harness/bench/profiles/generated-holdout.json
     python -m specpilot_harness.bench.generate holdout2 > harness/specpilot_harness/bench/profiles/generated-holdout2.json
     python -m specpilot_harness.bench.generate holdout3 > harness/specpilot_harness/bench/profiles/generated-holdout3.json
+    python -m specpilot_harness.bench.generate holdout4 > harness/specpilot_harness/bench/profiles/generated-holdout4.json
 
 Each profile comes from one generator seed (`dev`: seeds 0..49, tuned on; `holdout`: seeds 1000..1049,
 never looked at while tuning; `holdout2`: seeds 6000..6099, first run after the first held-out split had
-been looked at for many sessions; `holdout3`: seeds 9000..9099, first run after both had been traced). The seed picks, at random:
+been looked at for many sessions; `holdout3`: seeds 9000..9099, first run after both had been traced;
+`holdout4`: seeds 12000..12099, first run after all three had been traced, to check what was tried on them). The seed picks, at random:
 
 - a cost shape family (seed mod 5, so the families are balanced) with random parameters:
   `dense` (a measured dense table, 8B or 32B, its load axis stretched by 0.7-1.4x), `moe` (a random blend
@@ -55,7 +57,7 @@ from specpilot_runtime.speculative import METHODS, Family
 
 FAMILIES = ("dense", "moe", "tp", "old-gpu", "compute")
 SPLITS = {"dev": range(0, 50), "holdout": range(1000, 1050), "holdout2": range(6000, 6100),
-          "holdout3": range(9000, 9100)}
+          "holdout3": range(9000, 9100), "holdout4": range(12000, 12100)}
 MIXED_SPLITS = {"mixed": range(2000, 2010), "mixed-holdout": range(3000, 3010),
                 "mixed-holdout2": range(3100, 3120), "mixed-holdout3": range(3200, 3220)}
 MIXED_LOADS = (1, 4, 16, 64, 256)

@@ -36,7 +36,7 @@ from typing import get_args
 
 import numpy as np
 
-from specpilot.api.models import CanaryMode, CanaryPods, canary_pods
+from specpilot.api.models import CanaryMode, CanaryPods, Tuning, canary_pods
 from specpilot.tuning import Action, ActionKind
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.speculative import OFF, schedule_k
@@ -56,10 +56,12 @@ class Fleet:
     """How a simulated deployment runs its pods: the stable replicas, and where a canary's pod comes from
     (surge: beside them, every pod runs lighter while it serves; replace: one of them, every pod runs at the
     load it ran before, and while the canary starts the stable's remaining pods carry more): the spec's
-    tuning.canary.mode as it applies to these replicas (`canary_pods`)."""
+    tuning.canary.mode as it applies to these replicas (`canary_pods`). And the spec's tuning.confidence
+    its judge promotes with."""
 
     stable_replicas: int = STABLE_PODS
     canary_mode: CanaryPods = canary_pods("auto", STABLE_PODS, 1)
+    confidence: float = Tuning().confidence
 
 Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
 

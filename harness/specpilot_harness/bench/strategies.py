@@ -54,8 +54,9 @@ class Run:
 
 
 def bench_tuning(profile: Profile, mode: TuningMode = "single", fleet: Fleet = Fleet()) -> Tuning:
-    """The spec a user would write for this profile: defaults, candidates 0..max_n, tuning `mode`."""
-    return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)),
+    """The spec a user would write for this profile: defaults, candidates 0..max_n, tuning `mode`, the
+    fleet's canary mode and confidence."""
+    return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)), confidence=fleet.confidence,
                   canary=Canary(analysis_window="5m", mode=fleet.canary_mode), mode=mode)
 
 
