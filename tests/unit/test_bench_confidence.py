@@ -31,7 +31,9 @@ def bench_tuner(path: Path, out: Path, *extra: str) -> dict:
     args = parser().parse_args(["bench", "tuner", "--profiles", str(path), "--seeds", "1", "--json", str(out),
                                 *extra])
     assert args.func(args) == 0
-    return json.loads(out.read_text())["results"][0]
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["confidence"] == (float(extra[-1]) if extra else 0.95)  # the file says what it ran
+    return doc["results"][0]
 
 
 def test_a_lower_confidence_proves_a_gain_the_default_leaves_unproven(tmp_path: Path) -> None:
@@ -51,6 +53,18 @@ def test_the_tournament_judge_runs_at_the_fleets_confidence() -> None:
     lower = tournament.run_tuner(t, 3, fleet=Fleet(confidence=0.8))
     assert default.promotions == [(("mtp", 3), ("mtp", 5))]
     assert lower.promotions == [(("mtp", 3), ("mtp", 4))]
+
+
+def test_a_tournament_results_file_says_its_confidence(tmp_path: Path) -> None:
+    doc = json.loads((PROFILES / "tournaments-article.json").read_text())
+    path, out = tmp_path / "one.json", tmp_path / "out.json"
+    path.write_text(json.dumps({"tournaments": [t for t in doc["tournaments"]
+                                                if t["name"] == "qwen35-27b-gsm8k-mtp-vs-dflash"]}))
+    args = parser().parse_args(["bench", "tournament", "--profiles", str(path), "--seeds", "1",
+                                "--confidence", "0.8", "--json", str(out)])
+    assert args.func(args) == 0
+    res = json.loads(out.read_text())
+    assert res["settings"]["confidence"] == 0.8 and len(res["results"]) == 1
 
 
 @pytest.mark.parametrize("value", ["1", "0.4", "nan", "high"])

@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -105,6 +105,12 @@ def _fleet_args(p: argparse.ArgumentParser) -> None:
                    help="the spec's tuning.confidence the judge promotes with (default %(default)s, as in the spec; "
                         "from 0.5 up to, not including, 1): lower proves more gains in a round and promotes "
                         "more canaries that are no better")
+
+
+def _settings(args: argparse.Namespace, fleet: Fleet) -> dict[str, Any]:
+    """What a results file was run with, beside its rows: runs at other settings are not comparable."""
+    return {"seeds": args.seeds, "windows": args.windows, "noise": args.noise, "confidence": fleet.confidence,
+            "stable_replicas": fleet.stable_replicas, "canary_mode": args.canary_mode}
 
 
 def _confidence(text: str) -> float:
@@ -208,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                   args.mode, fleet, {"floor": floor.run_floor} if args.floor else None)
     out = Console(width=200)
     _print_table(out, f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
-                      f"{args.windows} windows", *table_rows(res), left=("profile",))
+                      f"{args.windows} windows, confidence {fleet.confidence:g}", *table_rows(res), left=("profile",))
     _print_table(out, "by cost-shape family", *family_rows(res), left=("family",))
     _print_table(out, "mixed loads: served configuration against the best single N and the per-load oracle",
                  *mixed_rows(res), left=("profile", "tuner serves"), no_wrap=("profile",))
@@ -220,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     for line in mixed_verdict(res):
         out.print(line, highlight=False)
     if args.json_out:
-        args.json_out.write_text(json.dumps(res.to_json(), indent=1) + "\n")
+        args.json_out.write_text(json.dumps({**res.to_json(), "settings": _settings(args, fleet)}, indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(markdown(res))
     return 0
@@ -243,7 +249,7 @@ def run_tournament(args: argparse.Namespace) -> int:
                              args.windows, fleet)
     out = Console(width=200)
     _print_table(out, f"specpilot bench tournament: {len(tournaments)} tournaments x {args.seeds} seeds x "
-                      f"{args.windows} windows", *tournament.tournament_rows(res),
+                      f"{args.windows} windows, confidence {fleet.confidence:g}", *tournament.tournament_rows(res),
                  left=("tournament", "oracle", "tuner chose"), total=False)
     _print_table(out, "by cost-shape family", *tournament.family_rows(res), left=("family",))
     for name, v in res["summary"].items():
@@ -254,7 +260,7 @@ def run_tournament(args: argparse.Namespace) -> int:
     out.print(f"targets: mean regret <= {goal['mean_regret_pct']}%, mean canaries <= {goal['mean_canaries']}, "
               f"worst promotion >= {goal['worst_promotion_pct']}%", highlight=False)
     if args.json_out:
-        args.json_out.write_text(json.dumps(res, indent=1) + "\n")
+        args.json_out.write_text(json.dumps({**res, "settings": _settings(args, fleet)}, indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(tournament.markdown(res))
     return 0
