@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specpilot.api.models import Tuning
 from specpilot_harness.bench import cli, tournament
 from specpilot_harness.bench.simulate import Fleet
 
@@ -32,7 +33,7 @@ def bench_tuner(path: Path, out: Path, *extra: str) -> dict:
                                 *extra])
     assert args.func(args) == 0
     doc = json.loads(out.read_text())
-    assert doc["settings"]["confidence"] == (float(extra[-1]) if extra else 0.95)  # the file says what it ran
+    assert doc["settings"]["confidence"] == (float(extra[-1]) if extra else Tuning().confidence)  # what it ran
     return doc["results"][0]
 
 
