@@ -349,6 +349,12 @@ def test_generated_tournaments_are_what_the_generator_builds(split: str) -> None
     assert {t.family for t in tournaments} == {"dense", "moe", "tp", "old-gpu", "compute"}
 
 
+def test_no_generator_seed_is_in_two_tournament_splits() -> None:
+    # A held-out split shares no tournament with the splits tuned on, or it holds nothing out.
+    seeds = [s for split in SPLITS.values() for s in split]
+    assert len(seeds) == len(set(seeds))
+
+
 def test_article_tournaments_are_what_the_calibration_builds() -> None:
     shipped = json.loads((PROFILES / "tournaments-article.json").read_text())
     assert shipped == json.loads(json.dumps(build("article")))

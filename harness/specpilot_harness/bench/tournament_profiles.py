@@ -6,6 +6,7 @@
     python -m specpilot_harness.bench.tournament_profiles holdout > tournaments-holdout.json
     python -m specpilot_harness.bench.tournament_profiles holdout2 > tournaments-holdout2.json
     python -m specpilot_harness.bench.tournament_profiles holdout3 > tournaments-holdout3.json
+    python -m specpilot_harness.bench.tournament_profiles holdout4 > tournaments-holdout4.json
 
 Article: each entry is calibrated as `calibrate.py` calibrates a profile (acceptance fitted so that, with
 the H200 step times at the article's load, the entry's best N and speedup over no speculation are the
@@ -14,7 +15,8 @@ the article's. Where the article gives no number for one side, the assumption is
 
 Generated (`dev`: seeds 4000..4029, tuned on; `holdout`: 5000..5029, never looked at while tuning;
 `holdout2`: 7000..7059, a second held-out split, first run after the first had been looked at; `holdout3`:
-8000..8059, a third, first run after both had been traced): per
+8000..8059, a third, first run after both had been traced; `holdout4`: 14000..14059, a fourth, made to
+check the false-promotion rate once on tournaments nobody had looked at): per
 seed a machine of one cost-shape family (as `generate.py` draws them: dense, moe, tp, old-gpu, compute),
 one load mix, and 2-3 distinct methods, each with its own drafter cost (0.5-2x) and acceptance curve; the
 deployment starts at the first method's common N.
@@ -33,7 +35,7 @@ from . import calibrate, generate
 from .calibrate import ARTICLE_LOAD, Target
 
 SPLITS = {"dev": range(4000, 4030), "holdout": range(5000, 5030), "holdout2": range(7000, 7060),
-          "holdout3": range(8000, 8060)}
+          "holdout3": range(8000, 8060), "holdout4": range(14000, 14060)}
 
 # (name, start method, load mix, entries). An entry is a calibration Target (its name says which article
 # result it is); entries of one tournament share the load mix.
