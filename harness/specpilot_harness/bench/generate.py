@@ -9,7 +9,8 @@
 Each profile comes from one generator seed (`dev`: seeds 0..49, tuned on; `holdout`: seeds 1000..1049,
 never looked at while tuning; `holdout2`: seeds 6000..6099, first run after the first held-out split had
 been looked at for many sessions; `holdout3`: seeds 9000..9099, first run after both had been traced;
-`holdout4`: seeds 12000..12099, first run after all three had been traced, to check what was tried on them). The seed picks, at random:
+`holdout4`: seeds 12000..12099, first run after all three had been traced, to check what was tried on
+them). The seed picks, at random:
 
 - a cost shape family (seed mod 5, so the families are balanced) with random parameters:
   `dense` (a measured dense table, 8B or 32B, its load axis stretched by 0.7-1.4x), `moe` (a random blend

@@ -167,7 +167,8 @@ def run_tuner(t: TournamentProfile, seed: int, windows: int = WINDOWS, fleet: Fl
     dep = _deployment(t, seed, windows, fleet)
     cs = contenders(t)
     profiles = t.ordered()
-    tuning = Tuning(enabled=True, confidence=fleet.confidence, canary=Canary(analysis_window="5m", mode=fleet.canary_mode))
+    tuning = Tuning(enabled=True, confidence=fleet.confidence,
+                    canary=Canary(analysis_window="5m", mode=fleet.canary_mode))
     state = tour_state.Tournament.new(cs, dep.now)
     inner = TunerState.new(cs[0].method, cs[0].n, now=dep.now)
     run = Run((t.start.method, t.start.n))
