@@ -1,20 +1,26 @@
 """The reconciler's view of children: fed by watch events and by its own applies, never older than what it
-already knows, and silent (None) where it knows nothing so that the reconcile asks the API."""
+already knows, silent (None) where it knows nothing so that the reconcile asks the API, and keyed by the
+owner reference (its uid), never by a label anyone may edit."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from specpilot.api.models import API_VERSION, KIND
 from specpilot.controller.child_cache import ChildCache
 from specpilot.render.names import DEPLOYMENT_LABEL
 
-PARENT = ("team", "sd-a")
+PARENT = ("team", "uid-a")
+
+
+def owner(name: str = "sd-a", uid: str = "uid-a") -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid, "controller": True}
 
 
 def child(name: str, rv: int, kind: str = "Deployment", n: int = 3) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": kind,
             "metadata": {"name": name, "namespace": "team", "resourceVersion": str(rv),
-                         "labels": {DEPLOYMENT_LABEL: "sd-a"}},
+                         "labels": {DEPLOYMENT_LABEL: "sd-a"}, "ownerReferences": [owner()]},
             "spec": {"n": n}}
 
 
@@ -56,12 +62,51 @@ def test_a_list_does_not_overwrite_what_watches_reported_meanwhile() -> None:
     assert cache.get(PARENT, "Deployment") == {}
 
 
-def test_unlabelled_objects_are_ignored_and_forget_drops_the_parent() -> None:
+def test_objects_no_speculative_deployment_controls_are_ignored_and_forget_drops_the_parent() -> None:
     cache = ChildCache()
     stray = child("other", 1)
-    del stray["metadata"]["labels"]
-    cache.observe("ADDED", stray)
+    del stray["metadata"]["ownerReferences"]  # labelled as a child, owned by nobody: not a child
+    assert cache.observe("ADDED", stray) == []
+    not_controller = child("other2", 1)
+    not_controller["metadata"]["ownerReferences"][0]["controller"] = False
+    assert cache.observe("ADDED", not_controller) == []
     assert cache.get(PARENT, "Deployment") is None
     cache.observe("ADDED", child("sd-a", 2, kind="Service"))
     cache.forget(PARENT)
     assert cache.get(PARENT, "Service") is None
+
+
+def test_a_child_whose_label_was_removed_is_still_the_parents_and_its_deletion_is_news() -> None:
+    cache = ChildCache()
+    assert cache.observe(None, child("sd-a", 10)) == [("team", "sd-a")]
+    unlabelled = child("sd-a", 11)
+    del unlabelled["metadata"]["labels"]
+    assert cache.observe("MODIFIED", unlabelled) == [("team", "sd-a")]
+    assert "labels" not in cache.get(PARENT, "Deployment")["sd-a"]["metadata"]  # the reconcile sees the edit
+    assert cache.observe("DELETED", child("sd-a", 12)) == [("team", "sd-a")]
+    assert cache.get(PARENT, "Deployment") == {}
+
+
+def test_a_child_whose_owner_reference_goes_leaves_its_parent() -> None:
+    cache = ChildCache()
+    cache.observe(None, child("sd-a", 10))
+    disowned = child("sd-a", 11)
+    disowned["metadata"]["ownerReferences"] = []
+    assert cache.observe("MODIFIED", disowned) == [("team", "sd-a")]  # the parent finds its name taken
+    assert cache.get(PARENT, "Deployment") == {}
+
+
+def test_a_same_named_parent_with_another_uid_owns_nothing_of_its_predecessor() -> None:
+    cache = ChildCache()
+    cache.observe(None, child("sd-a", 10))
+    cache.born(("team", "uid-new"), "sd-a", ("Deployment",))
+    assert cache.get(("team", "uid-new"), "Deployment") == {}
+
+
+def test_the_deletion_of_an_object_holding_a_childs_name_wakes_the_parent() -> None:
+    cache = ChildCache()
+    stranger = child("shop", 5, kind="Service")
+    del stranger["metadata"]["ownerReferences"]
+    cache.blocked(("team", "Service", "shop"), ("team", "shop"))
+    assert cache.observe("MODIFIED", stranger) == []
+    assert cache.observe("DELETED", stranger) == [("team", "shop")]

@@ -26,14 +26,19 @@ class FakeApi:
         return obj
 
     def get(self, path: str) -> dict[str, Any] | None:
-        self.calls.append("get")
-        return copy.deepcopy(self.sd)
+        *_, plural, name = path.split("/")
+        if plural == "speculativedeployments":
+            self.calls.append("get")
+            return copy.deepcopy(self.sd)
+        self.calls.append(f"get {plural}")
+        found = [c for (kind, child), c in self.children.items() if child == name and plural.startswith(kind.lower())]
+        return copy.deepcopy(found[0]) if found else None
 
     def list(self, api_version: str, plural: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
         self.calls.append(f"list {plural}")
         return [copy.deepcopy(c) for (kind, _), c in self.children.items() if plural.startswith(kind.lower())]
 
-    def apply(self, obj: dict[str, Any], field_manager: str = "specpilot") -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any], field_manager: str = "specpilot", force: bool = True) -> dict[str, Any]:
         self.calls.append(f"apply {obj['kind']}")
         stored = self.children[(obj["kind"], obj["metadata"]["name"])] = self._stamp(obj)
         return copy.deepcopy(stored)
@@ -64,7 +69,7 @@ def _reconciler(api: FakeApi) -> Reconciler:
 def test_a_new_object_is_reconciled_from_the_cache_and_a_deleted_child_comes_back() -> None:
     api = FakeApi(_sd())
     reconciler = _reconciler(api)
-    reconciler.born("team", "chat")
+    reconciler.born("team", "chat", "u-chat")
     assert reconciler.reconcile("team", "chat") == "applied"
     assert not any(c.startswith("list") for c in api.calls)
     made = sorted(kind for kind, _ in api.children)
@@ -99,7 +104,7 @@ def test_the_log_says_what_a_reconcile_changed(caplog: Any) -> None:
     caplog.set_level("INFO", logger="specpilot.controller.reconcile")
     api = FakeApi(_sd())
     reconciler = _reconciler(api)
-    reconciler.born("team", "chat")
+    reconciler.born("team", "chat", "u-chat")
     assert reconciler.reconcile("team", "chat") == "applied"
     made = [r.getMessage() for r in caplog.records]
     assert len(made) == 1 and made[0].startswith("reconciled team/chat: created ")

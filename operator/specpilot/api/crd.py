@@ -171,6 +171,7 @@ def open_api_schema() -> Schema:
             "spec": spec,
             "status": status,
         },
+        "x-kubernetes-validations": copy.deepcopy(RULES[""]),
     }
     _require_descriptions(root, "")
     return root

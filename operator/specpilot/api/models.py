@@ -50,6 +50,10 @@ NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 # 63 (a DNS label) minus the longest suffix a child adds ("-canary-engine", render/names.py), so every
 # child name is a DNS label too; tests/unit/test_validate_limits.py checks each name function against it.
 NAME_MAX_LENGTH = 49
+# Names a child of another SpeculativeDeployment takes (render/names.py: `<name>-canary` Deployment and
+# Service, `<name>-stable` Service, `<name>-canary-engine` ConfigMap): a SpeculativeDeployment named so would
+# fight that one over them, so these endings are refused and no two objects' children can share a name.
+RESERVED_NAME_SUFFIXES = ("-canary", "-stable")
 # The floor that keeps the tuning loop from spinning (0s meant ~30 status writes/s). Not higher: the demo
 # and the cluster tests run 2s windows against simulated engines whose clock is scaled up; real engines
 # need minutes per window anyway (docs/api.md).

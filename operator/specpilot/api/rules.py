@@ -21,7 +21,7 @@ from specpilot_runtime.speculative import (
     Family,
 )
 
-from .models import MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS
+from .models import MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS, RESERVED_NAME_SUFFIXES
 
 RECOMMENDED_PROFILE = "recommended"
 REPLACE_MODE_MESSAGE = ("canary mode replace takes canary.replicas stable replicas out while the canary runs: it "
@@ -251,7 +251,12 @@ def _spec_rules() -> list[Rule]:
     ]
 
 
+RESERVED_NAME_MESSAGE = (f"must not end in {' or '.join(RESERVED_NAME_SUFFIXES)}: another "
+                         "SpeculativeDeployment's children take such names (its canary, its track Services)")
+
 RULES: dict[str, list[Rule]] = {
+    "": [{"rule": " && ".join(f"!self.metadata.name.endsWith('{s}')" for s in RESERVED_NAME_SUFFIXES),
+          "fieldPath": ".metadata.name", "reason": "FieldValueInvalid", "message": RESERVED_NAME_MESSAGE}],
     "spec": _spec_rules(),
     "spec.speculative": _speculative_rules(),
     "spec.speculative.schedule[]": _schedule_entry_rules(),

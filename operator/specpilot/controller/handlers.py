@@ -22,7 +22,6 @@ from specpilot.api.models import GROUP, PLURAL, VERSION
 from specpilot.controller.kube import RECONCILE_WORKERS, Backoff, KubeError, NotLeader
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
-from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 
 log = logging.getLogger(__name__)
 
@@ -164,19 +163,20 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
             scheduler.forget(namespace, name)
             return
         if event.get("type") == "ADDED":
-            scheduler.reconciler.born(namespace, name)
+            scheduler.reconciler.born(namespace, name, body.get("metadata", {}).get("uid", ""))
         if scheduler.essence_changed(namespace, name, obj) or scheduler.reconciler.needs_render(obj):
             scheduler.request(namespace, name)
 
     for group, version, plural in CHILD_RESOURCES:
+        # Children are found by their owner reference, not by label (Kopf filters labels on the client, so
+        # the watch is the same): a child whose label was edited away is still seen, and its deletion too.
         # Kopf's handler types allow a namespace of None; these resources are namespaced.
-        @kopf.on.event(group, version, plural, labels={MANAGED_BY: MANAGER, DEPLOYMENT_LABEL: kopf.PRESENT},  # type: ignore[arg-type]
-                       id=f"child-{plural}", registry=registry)
+        @kopf.on.event(group, version, plural, id=f"child-{plural}", registry=registry)  # type: ignore[arg-type]
         async def _child(event: kopf.RawEvent, body: kopf.Body, namespace: str, **_: Any) -> None:
-            # A child was created, changed (status included) or deleted: reconcile its parent, which
-            # restores what was deleted or edited and refreshes the parent's status.
-            # The echo of the reconciler's own apply tells it nothing it did not already use.
-            news = scheduler.reconciler.cache.observe(event.get("type"), dict(body))
-            parent = body.get("metadata", {}).get("labels", {}).get(DEPLOYMENT_LABEL)
-            if parent and news and event.get("type") is not None:
-                scheduler.request(namespace, parent)
+            # A child was created, changed (status included) or deleted, or an object holding a child's
+            # name went: reconcile its parent, which restores what was deleted or edited, takes the freed
+            # name and refreshes its status. The echo of the reconciler's own apply tells it nothing new.
+            parents = scheduler.reconciler.cache.observe(event.get("type"), dict(body))
+            if event.get("type") is not None:
+                for parent_namespace, parent in parents:
+                    scheduler.request(parent_namespace, parent)

@@ -173,18 +173,26 @@ class Kube:
     def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self._call("PATCH", path, body=patch, content_type=MERGE_PATCH)
 
-    def apply(self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER) -> dict[str, Any]:
-        """Server-side apply, forcing ownership: what the operator renders is the truth for its fields."""
+    def apply(self, obj: dict[str, Any], field_manager: str = FIELD_MANAGER, force: bool = True) -> dict[str, Any]:
+        """Server-side apply. Forcing takes the fields over from other managers: only for objects the operator
+        owns, where what it renders is the truth for its fields; a first apply does not force, so a field
+        another manager set in the moment since the operator saw the name free is a 409, not a takeover."""
         return self._call("PATCH", object_path(obj), body=obj, content_type=APPLY_PATCH,
-                          query={"fieldManager": field_manager, "force": "true"})
+                          query={"fieldManager": field_manager, "force": "true" if force else "false"})
 
     def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch `/status`; non-finite numbers become null (the one place status is written)."""
         return self._call("PATCH", f"{path}/status", body={"status": finite(status)}, content_type=MERGE_PATCH)
 
     def delete(self, obj: dict[str, Any]) -> None:
+        """Delete `obj`; with its uid known, only that very object (a 409 when the name now holds another:
+        one created since, by anyone, is not this delete's to remove)."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            self._call("DELETE", object_path(obj), body={"propagationPolicy": "Background"})
+            self._call("DELETE", object_path(obj), body=body)
         except KubeError as exc:
             if exc.status != 404:
                 raise

@@ -68,8 +68,11 @@ RESULT_APPLIED = "applied"      # children created or changed
 RESULT_UNCHANGED = "unchanged"  # children already matched
 RESULT_INVALID = "invalid"      # spec refused, nothing touched
 RESULT_PAUSED = "paused"        # specpilot.io/paused annotation set, nothing touched
+RESULT_CONFLICT = "conflict"    # a child's name is another object's, nothing touched
+RESULT_REFUSED = "refused"      # the API server refused a child (4xx); said in status
 RESULT_ERROR = "error"
-RESULTS = (RESULT_APPLIED, RESULT_UNCHANGED, RESULT_INVALID, RESULT_PAUSED, RESULT_ERROR)
+RESULTS = (RESULT_APPLIED, RESULT_UNCHANGED, RESULT_INVALID, RESULT_PAUSED, RESULT_CONFLICT, RESULT_REFUSED,
+           RESULT_ERROR)
 
 # Values of the `decision` label of TUNER_DECISIONS.
 DECISION_HOLD = "hold"                  # current N stays, no canary

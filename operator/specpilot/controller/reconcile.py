@@ -19,9 +19,9 @@ from specpilot.controller import metric_names as m
 from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
 from specpilot.controller import tuning_resume
-from specpilot.controller.child_cache import ChildCache
+from specpilot.controller.child_cache import ChildCache, controller_of
 from specpilot.controller.events import EventRecorder
-from specpilot.controller.kube import Kube, KubeError, sd_path
+from specpilot.controller.kube import Kube, KubeError, object_path, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.display import bounded
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
@@ -31,6 +31,7 @@ from specpilot.tuning.state import same_drafter
 log = logging.getLogger(__name__)
 
 PAUSED_ANNOTATION = "specpilot.io/paused"
+CHILD_CONFLICT, CHILDREN_APPLIED = "ChildConflict", "ChildrenApplied"
 # Kinds the controller owns, as (apiVersion, kind, plural); listed to find children to prune.
 CHILD_KINDS = (("v1", "ConfigMap", "configmaps"), ("apps/v1", "Deployment", "deployments"),
                ("v1", "Service", "services"))
@@ -105,6 +106,20 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
     return dataclasses.replace(plan, stable_contender=tour.stable)
 
 
+def _owner_text(obj: dict[str, Any]) -> str:
+    """Whose `obj` is, for a conflict's message: its controller (or first) owner, else the managers that
+    wrote it (metadata.managedFields)."""
+    meta = obj.get("metadata") or {}
+    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
+    ref = next((r for r in refs if r.get("controller") is True), refs[0] if refs else None)
+    if ref is not None:
+        return bounded(f"is owned by {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})", 300)
+    managers = sorted({str(f.get("manager")) for f in meta.get("managedFields") or []
+                       if isinstance(f, dict) and f.get("manager")})
+    who = f", written by {', '.join(managers[:4])}" if managers else ""
+    return bounded(f"is not owned by this SpeculativeDeployment{who}", 300)
+
+
 def _content(obj: dict[str, Any]) -> dict[str, Any]:
     """What the operator sets on a child. Other controllers change status and annotations (revision
     numbers) all the time; that is no reason to report a child as changed."""
@@ -118,10 +133,12 @@ class Reconciler:
                  policy: Policy = DEFAULT_POLICY, serving: render.ServingDefaults = render.DEFAULT_SERVING) -> None:
         self.kube, self.metrics, self.events, self.policy = kube, metrics, events, policy
         self.cache = ChildCache()  # fed by the child watches (handlers.py) and by what reconciles apply
+        self.uids: dict[tuple[str, str], str] = {}  # each object's uid, by (namespace, name), as last reconciled
         self.serving = serving  # cluster-wide serving image, pull secrets and runtime image
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
+        self.rendered_uids: set[tuple[str, str]] = set()  # (namespace, uid) reconciled since this operator started
         # Children per object by kind, and their sum (kept up to date, not summed per reconcile: that
         # was linear in the objects), for the managed-objects gauge.
         self.children: dict[tuple[str, str], Counter[str]] = {}
@@ -133,7 +150,10 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self.rendered.pop((namespace, name), None)
         self.applied.pop((namespace, name), None)
-        self.cache.forget((namespace, name))
+        uid = self.uids.pop((namespace, name), None)
+        if uid is not None:
+            self.cache.forget((namespace, uid))
+            self.rendered_uids.discard((namespace, uid))
         self._count_children((namespace, name), Counter())
 
     def _count_children(self, key: tuple[str, str], counts: Counter[str]) -> None:
@@ -145,9 +165,10 @@ class Reconciler:
             for kind in CHILD_KIND_NAMES:
                 self.metrics.managed.labels(kind).set(self._total[kind])
 
-    def born(self, namespace: str, name: str) -> None:
+    def born(self, namespace: str, name: str, uid: str) -> None:
         """The object was created while the operator watched: it has no children yet."""
-        self.cache.born((namespace, name), CHILD_KIND_NAMES)
+        self.uids[(namespace, name)] = uid
+        self.cache.born((namespace, uid), name, CHILD_KIND_NAMES)
 
     def deployments(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         """The object's Deployments (stable, canary) as they are now, from the child cache where it knows."""
@@ -214,12 +235,19 @@ class Reconciler:
         # Same generation and same plan, yet a child differs: someone edited it by hand.
         reverting = generation == old_status.get("observedGeneration") and \
             self.rendered.get((ns, name), plan) == plan
+        uid = meta["uid"]
+        self.uids[(ns, name)] = uid
         # The first reconcile after the operator starts reads live children (Kopf's initial listing of
         # them may still be on its way into the cache), unless the object is newer than the watch.
-        existing = self._children(obj, live=(ns, name) not in self.rendered and not self.cache.is_born((ns, name)))
+        existing = self._children(obj, live=(ns, uid) not in self.rendered_uids and not self.cache.is_born((ns, uid)))
+        conflicts = self._claim(obj, desired, existing)
+        if conflicts:
+            return self._blocked(obj, sd, plan, old_status, existing, conflicts)
         self.rendered[(ns, name)] = plan
+        self.rendered_uids.add((ns, uid))
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         changes: list[str] = []  # what was created, updated, reverted or deleted, for the log
+        refused: list[str] = []  # children the API server refused (4xx), with its words
         live: dict[tuple[str, str], dict[str, Any]] = {}
         applied = self.applied.setdefault((ns, name), {})
         for child in desired:
@@ -230,15 +258,23 @@ class Reconciler:
                 after = before
             else:
                 applied.pop(key, None)
-                after = self.kube.apply(child)
-                self.cache.applied((ns, name), after)
+                try:
+                    after = self.kube.apply(child, force=before is not None)
+                except KubeError as exc:
+                    if exc.transient:
+                        raise
+                    refused.append(f"{key[0]} {key[1]}: {exc}")
+                    if before is not None:
+                        live[key] = before
+                    continue
+                self.cache.applied((ns, uid), after)
                 applied[key] = body
             live[key] = after
             if before is None or _content(before) != _content(after):
                 changes.append(self._announce(obj, child, before, first, reverting))
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
-            self.cache.deleted((ns, name), child)
+            self.cache.deleted((ns, uid), child)
             applied.pop((kind, child_name), None)
             changes.append(f"deleted {kind} {child_name}: no longer rendered")
             self.events.normal(obj, "Deleted", changes[-1])
@@ -251,6 +287,8 @@ class Reconciler:
                                        sd.for_contender(plan.stable_contender).spec.speculative.method, rollout,
                                        sd.spec.tuning.enabled)
         new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
+        new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
+                                                              conflicts=[], refused=refused)
         self._write_status(path, old_status, new_status)
         self.metrics.ready.labels(ns, name).set(rollout.ready)
         for track, n in (("stable", rollout.stable_n), ("canary", rollout.canary_n)):
@@ -261,7 +299,73 @@ class Reconciler:
                     self.metrics.n.remove(ns, name, track)
                 except KeyError:
                     pass
+        if refused:
+            return m.RESULT_REFUSED
         return m.RESULT_APPLIED if changes else m.RESULT_UNCHANGED
+
+    def _claim(self, obj: dict[str, Any], desired: list[dict[str, Any]],
+               existing: dict[tuple[str, str], dict[str, Any]]) -> list[tuple[str, str, str]]:
+        """Read every desired child not known as this object's own: one of this object's (its label edited
+        away, or not in the cache yet) joins `existing`; any other object holding the name is a conflict,
+        described as (kind, name, message). Nothing is written to an object the operator did not create."""
+        uid, conflicts = obj["metadata"]["uid"], []
+        for child in desired:
+            key = (child["kind"], child["metadata"]["name"])
+            if key in existing:
+                continue
+            found = self.kube.get(object_path(child))
+            if found is None:
+                continue
+            found.setdefault("apiVersion", child["apiVersion"])
+            found.setdefault("kind", child["kind"])
+            owner = controller_of(found)
+            if owner is not None and owner[1] == uid:
+                existing[key] = found
+                continue
+            conflicts.append((*key, f"{key[0]} {key[1]} already exists and {_owner_text(found)}"))
+        return conflicts
+
+    def _blocked(self, obj: dict[str, Any], sd: SpeculativeDeployment, plan: TrackPlan, old_status: dict[str, Any],
+                 existing: dict[tuple[str, str], dict[str, Any]], conflicts: list[tuple[str, str, str]]) -> str:
+        """A child's name is taken: nothing is created, applied or deleted; status and a Warning say which
+        object and whose it is. A later reconcile (the taken object's deletion, or the resync) recovers."""
+        meta = obj["metadata"]
+        ns, name, generation = meta["namespace"], meta["name"], meta.get("generation", 1)
+        for kind, child_name, _ in conflicts:
+            self.cache.blocked((ns, kind, child_name), (ns, name))
+        said = [message for _, _, message in conflicts]
+        deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in existing.values()
+                       if c["kind"] == "Deployment" and isinstance(c["metadata"].get("labels"), dict)}
+        rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
+        new_status = st.running_status(old_status, generation,
+                                       sd.for_contender(plan.stable_contender).spec.speculative.method, rollout,
+                                       sd.spec.tuning.enabled)
+        new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
+                                                              conflicts=said, refused=[])
+        self._write_status(sd_path(ns, name), old_status, new_status)
+        return m.RESULT_CONFLICT
+
+    def _ownership_conditions(self, obj: dict[str, Any], old_status: dict[str, Any], conds: list[dict[str, Any]],
+                              generation: int, conflicts: list[str], refused: list[str]) -> list[dict[str, Any]]:
+        """ChildConflict (a child's name taken by an object this one does not own) and ChildrenApplied (the
+        API server refused a child): set when they happen, with a Warning each time their message changes,
+        and turned False / True once they are over; absent while they never happened."""
+        for ctype, problems, bad, good, reason, fixed in (
+                (CHILD_CONFLICT, conflicts, "True", "False", "NameTaken", "NoConflict"),
+                (CHILDREN_APPLIED, refused, "False", "True", "Refused", "Applied")):
+            message = "; ".join(problems) + (": delete or rename it, or rename this SpeculativeDeployment"
+                                              if ctype == CHILD_CONFLICT and problems else "")
+            if problems:
+                if not st.condition_says(old_status, ctype, bad, message):
+                    self.events.warning(obj, "ChildConflict" if ctype == CHILD_CONFLICT else "ChildRefused", message)
+                    log.warning("%s/%s: %s", obj["metadata"]["namespace"], obj["metadata"]["name"],
+                                bounded(message, st.MAX_MESSAGE))
+                conds = st.set_condition(conds, ctype, bad, reason, message, generation)
+            elif (st.condition(old_status, ctype) or {}).get("status") == bad:
+                conds = st.set_condition(conds, ctype, good, fixed, "every child is this object's own and applied"
+                                         if ctype == CHILD_CONFLICT else "the API server accepted every child",
+                                         generation)
+        return conds
 
     def _model_cache(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_status: dict[str, Any],
                      conds: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
@@ -288,7 +392,7 @@ class Reconciler:
         """This object's children as they are now, by (kind, name); owned by its uid, not just labelled.
         From the child cache, or from the API (`live`, or a kind the cache knows nothing of here)."""
         meta = obj["metadata"]
-        parent = (meta["namespace"], meta["name"])
+        parent = (meta["namespace"], meta["uid"])
         selector = f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={meta['name']}"
         out = {}
         for api_version, kind, plural in (k for k in CHILD_KINDS if k[1] in kinds):
