@@ -19,9 +19,13 @@ every grant used. No wildcards, no Secrets.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "patch", "delete"]
-# The tuning loop finds each track's pods (and their IPs) to scrape their vLLM metrics.
+# The tuning loop finds each track's pods (and their IPs) to scrape their vLLM metrics, and their
+# ReplicaSets to keep only pods its own Deployments made (a labelled stranger is ignored).
 - apiGroups: [""]
   resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
   verbs: ["list"]
 # A model cache claim's access modes: a ReadWriteOnce claim cannot serve pods on several nodes.
 - apiGroups: [""]

@@ -30,10 +30,13 @@ from specpilot.controller import tuning_status as ts
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import KubeError, NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
+from specpilot.controller.status import MAX_MESSAGE
+from specpilot.display import bounded
 from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
 from specpilot.render import replicas
 from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
+from specpilot.scrape.owners import owned_pods
 from specpilot.scrape.windows import WindowCounter
 from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament, tournament_state
 from specpilot.tuning.observations import measurable
@@ -73,6 +76,7 @@ class TuningLoop:
         self.path = sd_path(namespace, name)
         self.counter = WindowCounter()
         self.capacity_reported: str | None = None  # the InsufficientCapacity message last posted as an Event
+        self.strangers_reported: set[Any] = set()  # uids of labelled pods not its own, already named in an Event
         self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
         self.warned_routes: set[str] = set()
         self.rebuilt_routes: set[tuple[str, str]] = set()  # (route, why its record was rebuilt), said once
@@ -135,7 +139,7 @@ class TuningLoop:
         Unschedulable: the user sees which GPUs are missing rather than a canary that is never Ready. `pods`
         are the window's, when it listed them."""
         if pods is None:
-            pods = await asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector())
+            pods = await self._own_pods(obj, await asyncio.to_thread(self.scheduler.reconciler.deployments, obj))
         pending = capacity.unschedulable(pods)
         message = capacity.capacity_message(pending) if pending else None
         # The window's decision rewrites the Tuning condition; the Event goes out once per new message.
@@ -149,6 +153,23 @@ class TuningLoop:
 
     def _selector(self) -> str:
         return f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
+
+    async def _own_pods(self, obj: dict[str, Any], deployments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The labelled pods whose owner chain leads to this object; a stranger carrying its labels is left
+        out of scrapes and counts, and named in a Warning once."""
+        pods, replicasets = await asyncio.gather(
+            asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector()),
+            asyncio.to_thread(self.kube.list, "apps/v1", "replicasets", self.namespace, self._selector()))
+        own, strangers = owned_pods(pods, replicasets, deployments)
+        new = [p for p in strangers if (p.get("metadata") or {}).get("uid") not in self.strangers_reported]
+        if new:
+            names = [str((p.get("metadata") or {}).get("name")) for p in new]
+            message = bounded(f"ignoring pod(s) {', '.join(names)}: they carry this object's labels but no "
+                              "ReplicaSet of its Deployments made them", MAX_MESSAGE)
+            self.events.warning(obj, "StrangerPodIgnored", message)
+            log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
+            self.strangers_reported = {(p.get("metadata") or {}).get("uid") for p in strangers}
+        return own
 
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> list[dict[str, Any]] | None:
         """One analysis window; returns the serving pods when it listed them."""
@@ -181,9 +202,8 @@ class TuningLoop:
             self.counter.reset()
             return None
         # Deployments from the reconciler's child cache (the operator's watches of them); pods are listed.
-        pods, deployments = await asyncio.gather(
-            asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector()),
-            asyncio.to_thread(self.scheduler.reconciler.deployments, obj))
+        deployments = await asyncio.to_thread(self.scheduler.reconciler.deployments, obj)
+        pods = await self._own_pods(obj, deployments)
         targets = scrape.pod_targets(pods)
         scrapes = await self.scraper.scrape(targets)
         now = time.time()

@@ -12,7 +12,7 @@ from typing import Any
 from ..api.models import SpeculativeDeployment
 from .engine import config_hash, config_map, engine_config, engine_json
 from .images import DEFAULT_SERVING, ServingDefaults
-from .names import Track, owner_reference
+from .names import OWNER_UID_LABEL, Track, owner_reference
 from .workload import deployment, service, track_service
 
 __all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "owner_reference", "render",
@@ -20,9 +20,14 @@ __all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "owne
 
 
 def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Owner references to `owner`, and its uid on the pods and in the Services' selectors (OWNER_UID_LABEL)."""
     if owner is not None:
         for obj in objects:
             obj["metadata"]["ownerReferences"] = [dict(owner)]
+            if obj["kind"] == "Deployment":
+                obj["spec"]["template"]["metadata"]["labels"][OWNER_UID_LABEL] = owner["uid"]
+            elif obj["kind"] == "Service":
+                obj["spec"]["selector"][OWNER_UID_LABEL] = owner["uid"]
     return objects
 
 

@@ -15,6 +15,10 @@ MANAGER = "specpilot"
 DEPLOYMENT_LABEL = "specpilot.io/deployment"
 TRACK_LABEL = "specpilot.io/track"
 N_LABEL = "specpilot.io/num-speculative-tokens"
+# The owning SpeculativeDeployment's uid, set by the operator on its pod templates and in its Services'
+# selectors: the other labels follow from the spec, so a pod anyone labels by hand would join the Service;
+# this one only a pod that copied a live object's uid has, and the scraper also checks owner references.
+OWNER_UID_LABEL = "specpilot.io/owner-uid"
 ENGINE_HASH_ANNOTATION = "specpilot.io/engine-config-hash"
 
 ENGINE_CONFIG_KEY = "engine.json"
