@@ -43,7 +43,7 @@ GOOD = [
     sd({"method": "mtp", "numSpeculativeTokens": 3},
        engine={"args": ["--max-model-len=8192", "--gpu-memory-utilization", "0.9", "--disable-log-stats"]}),
     sd({"method": "mtp", "numSpeculativeTokens": 3}, engine={"modelCache": {"hostPath": "/data/hf"}},
-       tuning={"canary": {"trafficRouting": "gateway", "httpRoute": "qwen"}}),
+       accelerator={"securityProfile": "recommended"}, tuning={"canary": {"trafficRouting": "gateway", "httpRoute": "qwen"}}),
 ]
 
 # (id, object, path of the refusal, words of its message)
@@ -117,7 +117,7 @@ def test_defaults_are_applied_before_the_rules_run() -> None:
     obj = defaulted(SCHEMA, sd({"method": "mtp", "numSpeculativeTokens": 3}, status=None))
     assert obj["spec"]["tuning"]["enabled"] is False
     assert obj["spec"]["tuning"]["canary"]["progressDeadline"] == "20m"
-    assert obj["spec"]["accelerator"] == {"vendor": "amd", "count": 1, "securityProfile": "recommended"}
+    assert obj["spec"]["accelerator"] == {"vendor": "amd", "count": 1, "securityProfile": "baseline"}
     assert "status" not in obj
 
 

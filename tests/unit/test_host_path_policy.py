@@ -19,7 +19,9 @@ MOUNT_PATH = "spec.engine.modelCache.mountPath"
 def sd(model_cache: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "q"},
             "spec": {"model": "m", "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
-                     "engine": {"modelCache": model_cache}}}
+                     "engine": {"modelCache": model_cache},
+                     # hostPath needs a profile Pod Security baseline would refuse (the CRD's rule)
+                     "accelerator": {"vendor": "nvidia", "securityProfile": "recommended"}}}
 
 
 def messages(obj: dict[str, Any], policy: Policy = Policy(), path: str = HOST_PATH) -> list[str]:
@@ -74,6 +76,7 @@ def test_run_validate_and_render_take_the_same_allow_flag(tmp_path, capsys) -> N
     path.write_text(
         "apiVersion: specpilot.io/v1alpha1\nkind: SpeculativeDeployment\nmetadata: {name: q}\n"
         "spec: {model: m, speculative: {method: ngram, numSpeculativeTokens: 3},\n"
+        "       accelerator: {vendor: nvidia, securityProfile: recommended},\n"
         "       engine: {modelCache: {hostPath: /data/hf/q}}}\n")
     assert main(["validate", "-f", str(path)]) == 1
     assert f"{path}: q: {HOST_PATH}: hostPath model caches are off" in capsys.readouterr().out

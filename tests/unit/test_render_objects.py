@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from specpilot.api.author_policy import AuthorPolicy
 from specpilot.api.validate import Policy, load
 from specpilot.cli import main
 from specpilot.render import owner_reference, render, render_service, render_track
@@ -96,7 +97,10 @@ def test_extra_keys_and_schedule_reach_vllm() -> None:
 
 
 def test_amd_pods_follow_amd_guidance() -> None:
-    deployment = by_kind(render_track(sd("amd")))["Deployment"]
+    obj = {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "qwen"},
+           "spec": {"model": "Qwen/Qwen3-8B", "accelerator": {"count": 2, "securityProfile": "recommended"},
+                    "speculative": {"method": "ngram", "numSpeculativeTokens": 3}}}
+    deployment = by_kind(render_track(load(obj, Policy(author=AuthorPolicy(allow_unconfined=True)))))["Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
     assert c["image"] == "vllm/vllm-openai-rocm:v0.33.0"
@@ -135,7 +139,7 @@ def test_pods_get_no_service_env_and_no_api_token() -> None:
 
 def test_scheduling_and_resources_pass_through_and_stay_valid() -> None:
     obj = load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "q"},
-                "spec": {"model": "m", "accelerator": {"vendor": "nvidia", "count": 8},
+                "spec": {"model": "m", "accelerator": {"vendor": "nvidia", "count": 8, "securityProfile": "recommended"},
                          "speculative": {"method": "mtp", "numSpeculativeTokens": 2},
                          "engine": {"resources": {"requests": {"cpu": "16", "memory": "128Gi"},
                                                   "limits": {"memory": "256Gi"}},

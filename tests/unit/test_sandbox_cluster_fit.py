@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from specpilot.api.validate import load
+from specpilot.api.author_policy import AuthorPolicy
+from specpilot.api.validate import Policy, load
 from specpilot.controller.traffic import canary_weight
 from specpilot.render import render, render_track
 from specpilot.render.replicas import placement
@@ -42,7 +43,8 @@ def serving_pod(profile: str, **spec: Any) -> dict[str, Any]:
     sd = load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                "metadata": {"name": "qwen", "namespace": "llm"},
                "spec": {"model": "Qwen/Qwen3-8B", "accelerator": {"securityProfile": profile},
-                        "speculative": {"method": "ngram", "numSpeculativeTokens": 3}, **spec}})
+                        "speculative": {"method": "ngram", "numSpeculativeTokens": 3}, **spec}},
+              Policy(author=AuthorPolicy(allow_unconfined=True)))  # recommended is granted on AMD
     deployment = next(o for o in render_track(sd) if o["kind"] == "Deployment")
     return {"metadata": {"name": "qwen-abc"}, "spec": deployment["spec"]["template"]["spec"]}
 

@@ -36,6 +36,18 @@
 {{- range .Values.operator.allowedHostPaths }}
 - --allow-host-path={{ . }}
 {{- end }}
+{{- with .Values.operator.policy }}
+- --secret-references={{ .secretReferences }}
+{{- range .allowedEnv }}
+- --allow-env={{ . }}
+{{- end }}
+{{- range .allowedRegistries }}
+- --allow-registry={{ . }}
+{{- end }}
+{{- if .allowUnconfined }}
+- --allow-unconfined
+{{- end }}
+{{- end }}
 {{- with .Values.operator.extraArgs }}
 {{ toYaml . }}
 {{- end }}

@@ -1,7 +1,7 @@
 {{/*
 What the operator does in a watched namespace. tests/chart/test_chart_rbac.py records the API calls the
 operator makes against the sandbox and checks them against these rules both ways: every call allowed,
-every grant used. No wildcards, no Secrets.
+every grant used. No wildcards; Secrets only read for their labels (operator.policy.secretReferences).
 */}}
 {{- define "specpilot.namespacedRules" -}}
 # The SpeculativeDeployments it reconciles: read, watch (Kopf), patch finalizers and annotations (Kopf).
@@ -31,6 +31,13 @@ every grant used. No wildcards, no Secrets.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["get"]
+# The labels of a Secret spec.engine.hfTokenSecretRef names (its owner's opt-in, operator.policy), asked
+# for as metadata only; RBAC cannot grant less than get.
+{{- if eq .Values.operator.policy.secretReferences "labelled" }}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
 # What the operator did and why, on the SpeculativeDeployment (`kubectl describe`).
 - apiGroups: [""]
   resources: ["events"]

@@ -8,7 +8,7 @@ import sys
 from . import documents
 from .crd import crd_yaml
 from .models import KIND
-from .validate import add_policy_arguments, policy_from, validate_object
+from .validate import add_policy_arguments, policy_from, problem_lines, validate_object
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,9 +42,10 @@ def _validate(args: argparse.Namespace) -> int:
                 skipped += 1  # other kinds in the same file (a Namespace, a Secret) are not ours to judge
                 continue
             checked += 1
-            for p in validate_object(doc.obj, policy):
-                print(documents.problem_line(doc, p.path, p.message))
-                problems += 1
+            found = validate_object(doc.obj, policy)
+            for line in problem_lines(doc, found):
+                print(line)
+            problems += len(found)
     if checked == 0 and problems == 0:
         print(f"no {KIND} found in {', '.join(args.filename)}", file=sys.stderr)
         return 1

@@ -133,9 +133,10 @@ class Accelerator(_Model, engine_config.Accelerator):
                     f"({', '.join(GPU_RESOURCES.values())}): partitioned GPUs or another device plugin, "
                     "e.g. amd.com/gpu-cpx or nvidia.com/mig-1g.10gb.")
     security_profile: Literal["recommended", "baseline", "restricted"] = Field(
-        "recommended",
+        "baseline",
         description="Pod security settings. recommended: AMD's guidance for ROCm (SYS_PTRACE, seccomp "
-                    "Unconfined), which Pod Security baseline refuses; baseline: without them, admitted where "
+                    "Unconfined; on NVIDIA the same as baseline), which Pod Security baseline refuses and the "
+                    "operator grants only with --allow-unconfined; baseline (default): without them, admitted where "
                     "pod-security.kubernetes.io/enforce is baseline; restricted: also non-root (UID "
                     f"{NON_ROOT_UID}), no privilege escalation, all capabilities dropped, seccomp RuntimeDefault.")
 
@@ -231,9 +232,11 @@ class ModelCache(_Model):
 class SecretKeyRef(_Model):
     """A key in a Secret of the deployment's namespace."""
 
-    name: str = Field(min_length=1, max_length=MAX_OBJECT_NAME_LENGTH,
-                      description="Secret name in the deployment's namespace.")
-    key: str = Field("token", max_length=MAX_OBJECT_NAME_LENGTH, description="Key within the Secret.")
+    name: str = Field(min_length=1, max_length=MAX_OBJECT_NAME_LENGTH, pattern=SECRET_NAME_PATTERN,
+                      description="Secret name in the deployment's namespace; unless the operator allows any "
+                                  "Secret, it must be labelled specpilot.io/allow-reference=true.")
+    key: str = Field("token", min_length=1, max_length=MAX_OBJECT_NAME_LENGTH, pattern=r"^[-._a-zA-Z0-9]+$",
+                     description="Key within the Secret.")
 
 
 class LocalObjectReference(_Model):

@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from specpilot_runtime.engine import CUDA_VISIBLE, visible_devices_problem
-from specpilot_runtime.engine_config import arg_problems, data_parallel_size
+from specpilot_runtime.engine_config import arg_problems, data_parallel_size, model_problems
+from specpilot_runtime.report import MAX_PATH_CHARS, one_line, summarised
 from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, SpeculativeConfig, max_n
 
-from . import admission
+from . import admission, author_policy, documents
 from .crd import open_api_schema
 from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, Speculative, SpeculativeDeployment,
                      SpeculativeDeploymentSpec, gpu_resource)
@@ -49,6 +50,9 @@ SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 MAX_SPEC_BYTES = 256 * 1024
 MAX_EXTRA_VALUE_BYTES = 4096
 
+# A document's name as problem lines quote it (metadata.name is checked, but quoted before it is).
+MAX_NAME_CHARS = 100
+
 # Resource names specpilot sets from spec.accelerator; a user value would fight it.
 RESOURCE_KEYS = ("limits", "requests", "claims")
 
@@ -60,6 +64,7 @@ class Policy:
     unless the operator names the directories it may use."""
 
     host_path_prefixes: tuple[str, ...] = ()  # empty: hostPath off
+    author: author_policy.AuthorPolicy = author_policy.AuthorPolicy()  # Secrets, env, registries, security
 
 
 DEFAULT_POLICY = Policy()
@@ -78,10 +83,11 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
                         type=host_path_prefix, metavar="DIR",
                         help="allow spec.engine.modelCache.hostPath at DIR or below (repeatable); default: "
                              "hostPath is refused")
+    author_policy.add_arguments(parser)
 
 
 def policy_from(args: argparse.Namespace) -> Policy:
-    return Policy(host_path_prefixes=tuple(args.host_path_prefixes))
+    return Policy(host_path_prefixes=tuple(args.host_path_prefixes), author=author_policy.from_args(args))
 
 
 class InvalidSpeculativeDeployment(ValueError):
@@ -139,7 +145,15 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
         if count > 1:
             found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
     found += _env_problems(spec)
+    found += _runtime_limit_problems(spec)
     return found
+
+
+def _runtime_limit_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """What the runtime in the pod would refuse of the spec's own fields, by the runtime's own rules: a target
+    model path the kernel cannot open (a path component past NAME_MAX, the whole past PATH_MAX). Draft
+    models (spec.speculative's and each alternative's) are checked with the speculative config."""
+    return model_problems(spec.model, "spec.model")
 
 
 def _contender_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
@@ -212,6 +226,11 @@ def _drafter(speculative: Speculative) -> str:
 
 def policy_problems(spec: SpeculativeDeploymentSpec, policy: Policy) -> list[Problem]:
     """What this operator's policy refuses although the CRD allows it."""
+    return author_policy.problems([e.name for e in spec.engine.env], spec.image, spec.accelerator.vendor,
+                                  spec.accelerator.security_profile, policy.author) + _host_path_problems(spec, policy)
+
+
+def _host_path_problems(spec: SpeculativeDeploymentSpec, policy: Policy) -> list[Problem]:
     cache = spec.engine.model_cache
     host = cache.host_path if cache else None
     if host is None:
@@ -359,3 +378,17 @@ def load(obj: dict[str, Any], policy: Policy = DEFAULT_POLICY) -> SpeculativeDep
         raise InvalidSpeculativeDeployment(problems)
     spec_only = {k: v for k, v in obj.items() if k != "status"}
     return SpeculativeDeployment.model_validate(admission.defaulted(crd_schema(), spec_only))
+
+
+def problem_lines(doc: documents.Document, problems: list[Problem]) -> list[str]:
+    """`FILE: NAME: field: message` lines for one document's problems, as `validate` and `render` print them:
+    a long list summarised by field (runtime report.summarised: 10,000 candidates made 9,969 lines), each
+    name, field and message bounded however large the value it quotes."""
+    name, head = doc.name, f"{doc.file}: "
+    lines = []
+    for p in summarised(problems):
+        line = documents.problem_line(doc, one_line(p.path, MAX_PATH_CHARS), one_line(p.message))
+        if len(name) > MAX_NAME_CHARS and line.startswith(head + name):
+            line = head + one_line(name, MAX_NAME_CHARS) + line[len(head) + len(name):]
+        lines.append(line)
+    return lines

@@ -44,6 +44,7 @@ POOL_SIZE = RECONCILE_WORKERS + CONCURRENCY + EVENT_POSTERS
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 
 class KubeError(Exception):
@@ -156,6 +157,18 @@ class Kube:
                 return None
             raise
 
+    def labels_of(self, path: str) -> dict[str, str] | None:
+        """An object's labels, asked for as metadata only (PartialObjectMetadata: a Secret's data is never
+        sent); None when it does not exist."""
+        try:
+            found = self._call("GET", path, accept=METADATA_ONLY)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        labels = ((found or {}).get("metadata") or {}).get("labels")
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
     def list(self, api_version: str, plural: str, namespace: str | None,
              label_selector: str | None = None) -> list[dict[str, Any]]:
         query = {"labelSelector": label_selector} if label_selector else None
@@ -200,12 +213,12 @@ class Kube:
     # ---- transport ---------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-              content_type: str = "application/json") -> Any:
+              content_type: str = "application/json", accept: str = "application/json") -> Any:
         # Serialised once, strictly: a NaN here is a bug to surface, not to send.
         data = None if body is None else json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
         for attempt in range(self.backoff.attempts):
             try:
-                return self._send(method, path, data, query, content_type)
+                return self._send(method, path, data, query, content_type, accept)
             except KubeError as exc:
                 if not exc.retriable or attempt + 1 == self.backoff.attempts:
                     raise
@@ -215,11 +228,11 @@ class Kube:
         raise AssertionError("unreachable: the last attempt raises")
 
     def _send(self, method: str, path: str, data: bytes | None, query: dict[str, str] | None,
-              content_type: str) -> Any:
+              content_type: str, accept: str) -> Any:
         if method in WRITES and self.fence is not None:
             self.fence.check()  # before every attempt: a retry must not outlive the leadership either
         url = self.api.configuration.host + path + ("?" + urlencode(query) if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self.user_agent}
+        headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": self.user_agent}
         self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, data)
         try:
             resp = self.api.rest_client.pool_manager.request(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specpilot import render
+from specpilot.api import author_policy
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
 from specpilot.controller import applied as ap
@@ -209,6 +210,7 @@ class Reconciler:
             return m.RESULT_PAUSED
         try:
             sd = load(obj, self.policy)
+            self._check_secret(sd, ns)
         except InvalidSpeculativeDeployment as exc:
             message = "; ".join(str(p) for p in exc.problems)
             if not st.condition_says(old_status, st.SPEC_VALID, "False", message):
@@ -302,6 +304,22 @@ class Reconciler:
         if refused:
             return m.RESULT_REFUSED
         return m.RESULT_APPLIED if changes else m.RESULT_UNCHANGED
+
+    def _check_secret(self, sd: SpeculativeDeployment, namespace: str) -> None:
+        """The Secret spec.engine.hfTokenSecretRef names must have opted in (author_policy.py): the pod hands
+        it to whatever hub the engine talks to. Raises InvalidSpeculativeDeployment when it has not."""
+        ref = sd.spec.engine.hf_token_secret_ref
+        if ref is None or self.policy.author.secret_refs == "any":
+            return
+        try:
+            labels = self.kube.labels_of(f"/api/v1/namespaces/{namespace}/secrets/{ref.name}")
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            labels = None
+        problem = author_policy.secret_problem(ref.name, labels, self.policy.author)
+        if problem is not None:
+            raise InvalidSpeculativeDeployment([problem])
 
     def _claim(self, obj: dict[str, Any], desired: list[dict[str, Any]],
                existing: dict[tuple[str, str], dict[str, Any]]) -> list[tuple[str, str, str]]:

@@ -21,7 +21,8 @@ def owned_pods(pods: list[dict[str, Any]], replicasets: list[dict[str, Any]],
     deployment_uids = {(d.get("metadata") or {}).get("uid") for d in deployments} - {None}
     replicaset_uids = {(rs.get("metadata") or {}).get("uid") for rs in replicasets
                        if _controller_uid(rs) in deployment_uids} - {None}
-    own, strangers = [], []
+    own: list[dict[str, Any]] = []
+    strangers: list[dict[str, Any]] = []
     for pod in pods:
         (own if _controller_uid(pod) in replicaset_uids else strangers).append(pod)
     return own, strangers
