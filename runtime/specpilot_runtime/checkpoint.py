@@ -8,17 +8,19 @@ layers. The rules are pure functions over parsed config.json; `read_config` is t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .files import FileProblem, parse_json, read_bounded
 from .speculative import METHODS, Problem, SpeculativeConfig
 
 # A model's config.json is a few kB (tens with a large label map); a file far past that is not one, and is
 # not read into memory.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Real config.json files nest a few levels (text_config.rope_scaling, a quantization config's layers).
+MAX_CONFIG_DEPTH = 64
 # Fields holding the number of MTP layers a target ships, in the spellings vLLM reads.
 MTP_LAYER_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "n_predict")
 # Target families that ship no MTP layers, so MTP without a draft model cannot work on them.
@@ -167,16 +169,24 @@ def _block_problems(spec: SpeculativeConfig, block: int, path: str) -> list[Prob
 
 
 def read_config(model: str) -> dict[str, Any] | None:
-    """config.json of a local checkpoint directory; None for a hub id or a directory without one."""
+    """config.json of a local checkpoint directory; None for a hub id or a directory without one.
+
+    Raises CheckpointError, saying why in one line, for any other reason it cannot be read: a file the
+    kernel cannot open (a path past PATH_MAX, no permission), past MAX_CONFIG_BYTES, not JSON, not an object."""
     path = Path(model) / "config.json"
-    if not path.is_file():
-        return None
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise CheckpointError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes: not a model's config.json")
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as e:  # nesting deeper than the parser's stack
-        raise CheckpointError(f"cannot read {path}: {e}") from e
+        data = parse_json(read_bounded(path, MAX_CONFIG_BYTES), MAX_CONFIG_DEPTH)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # a hub id, or a local directory without config.json
+    except OSError as e:
+        raise CheckpointError(f"cannot read its config.json ({e.strerror or e}): {path}") from None
+    except FileProblem as e:
+        if e.kind == "not_regular":
+            return None  # a config.json that is a directory (or a device) is none: nothing is claimed
+        if e.kind == "too_large":
+            raise CheckpointError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes: not a model's config.json") \
+                from None
+        raise CheckpointError(f"cannot read {path}: {e}") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} is not a JSON object")
     return data

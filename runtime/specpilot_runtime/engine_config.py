@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig
+from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig, path_problem
 
 # GPUs a SpeculativeDeployment can ask for; the engine also runs on "cpu" (vLLM's CPU build, for tests).
 GpuVendor = Literal["amd", "nvidia"]
@@ -43,6 +43,8 @@ DISABLE_LOG_STATS = "--disable-log-stats"
 
 # An argv item or environment value: anything but NUL, which execve cannot pass.
 NO_NUL_PATTERN = r"^[^\x00]*$"
+# An environment variable's name as execve can pass it: not empty, no '=' (it would end the name), no NUL.
+ENV_NAME_PATTERN = r"^[^=\x00]+$"
 
 
 class Accelerator(BaseModel):
@@ -64,8 +66,9 @@ class EngineConfig(BaseModel):
     accelerator: Accelerator = Field(default_factory=Accelerator)
     speculative: SpeculativeConfig = Field(default_factory=lambda: SpeculativeConfig(method="off"))
     args: list[Annotated[str, Field(pattern=NO_NUL_PATTERN)]] = Field(default_factory=list)
-    env: dict[str, Annotated[str, Field(pattern=NO_NUL_PATTERN)]] = Field(default_factory=dict)
-    host: str = "0.0.0.0"
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], Annotated[str, Field(pattern=NO_NUL_PATTERN)]] = \
+        Field(default_factory=dict)
+    host: str = Field(default="0.0.0.0", pattern=NO_NUL_PATTERN)
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     # Export drafted tokens per position through specpilot's vLLM stat-logger plugin.
     drafted_per_position_metric: bool = True
@@ -74,8 +77,16 @@ class EngineConfig(BaseModel):
     shutdown_timeout_s: int | None = Field(default=None, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S)
 
     def problems(self) -> list[Problem]:
-        return (self.speculative.problems("speculative", self.accelerator.count)
+        return (model_problems(self.model, "model")
+                + self.speculative.problems("speculative", self.accelerator.count)
                 + arg_problems(self.args, "args"))
+
+
+def model_problems(model: str, path: str) -> list[Problem]:
+    """The target model as a path the pod can open (speculative.path_problem; the draft's is checked with
+    the speculative config). `specpilot validate` runs it on spec.model."""
+    found = path_problem(model)
+    return [Problem(path, found)] if found else []
 
 
 def option_name(arg: str) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import logging
+import math
 import os
 import shlex
 import shutil
@@ -21,13 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import ValidationError
 
 from . import engine
 from .checkpoint import check_checkpoints
-from .engine_config import TEARDOWN_S, EngineConfig
-from .speculative import Problem
+from .engine_config import ENV_NAME_PATTERN, NO_NUL_PATTERN, TEARDOWN_S, EngineConfig
+from .files import FileProblem, kib, parse_json, read_bounded
+from .report import MAX_PATH_CHARS, one_line, summarised
+from .speculative import MODEL_PATTERN, Problem
 
 log = logging.getLogger("specpilot.runtime")
 
@@ -36,7 +39,23 @@ log = logging.getLogger("specpilot.runtime")
 DEFAULT_GRACE_S = 25.0
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 127
+EXIT_CANNOT_RUN = 126  # as a shell says of a command found but not executable
+# engine.json is a few KiB and a few levels deep (the operator's spec is at most 256 KiB as JSON); anything far
+# past that is not one, and is not read into memory.
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_CONFIG_DEPTH = 64
 _PR_SET_PDEATHSIG = 1
+
+
+def seconds(text: str) -> float:
+    """argparse type of --grace-period: a finite number of seconds >= 0 (float() also takes nan and inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True, type=Path, help="path of engine.json (an EngineConfig)")
     p.add_argument("--dry-run", action="store_true", help="print the argv and env as JSON and exit")
-    p.add_argument("--grace-period", type=float, metavar="SECONDS",
+    p.add_argument("--grace-period", type=seconds, metavar="SECONDS",
                    help=f"how long vLLM may drain after SIGTERM/SIGINT before it is killed (default: the "
                         f"config's shutdown_timeout_s + {TEARDOWN_S} s of teardown, or {DEFAULT_GRACE_S:g} "
                         f"without one)")
@@ -52,21 +71,58 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
+    """engine.json parsed and checked: the config, and every problem with it. A problem with the file as a
+    whole has the path "" (the caller names the file)."""
     try:
-        raw = json.loads(path.read_text())
+        raw = parse_json(read_bounded(path, MAX_CONFIG_BYTES), MAX_CONFIG_DEPTH)
     except OSError as e:
-        return None, [Problem(str(path), f"cannot read: {e.strerror}")]
-    except ValueError as e:
-        return None, [Problem(str(path), f"not JSON: {e}")]
+        return None, [Problem("", f"cannot read: {e.strerror or e}")]
+    except FileProblem as e:
+        why = {"not_regular": f"--config takes engine.json, a file of at most {kib(MAX_CONFIG_BYTES)}",
+               "too_large": "engine.json is a few KiB", "too_deep": "engine.json nests a few levels"}
+        return None, [Problem("", f"{e}; {why[e.kind]}" if e.kind in why else str(e))]
     try:
         cfg = EngineConfig.model_validate(raw)
     except ValidationError as e:
-        return None, [Problem(".".join(str(x) for x in err["loc"]) or str(path), err["msg"])
-                      for err in e.errors()]
+        return None, [Problem(_field(err["loc"]), _message(err)) for err in e.errors()]
     problems = cfg.problems() + engine.env_problems(cfg, os.environ)
     if not problems:  # the checkpoint rules assume a config that is valid on its own
         problems = check_checkpoints(cfg.model, cfg.speculative)
     return cfg, problems
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    """pydantic's location as the runtime's own problems name fields: `args[3]`, `env.NAME`."""
+    path = ""
+    for part in loc:
+        if part == "[key]":  # the map key itself, which the path already ends with
+            continue
+        path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}" if path else str(part)
+    return path
+
+
+def _message(err: Any) -> str:
+    """pydantic's message for one error, what it says a string must match spelled out where it can be."""
+    if err["type"] == "string_unicode":
+        return "must be text: it holds a lone surrogate (\\ud800-\\udfff), which no argv or file name can"
+    if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") in _PATTERNS:
+        return _PATTERNS[err["ctx"]["pattern"]]
+    return str(err["msg"])
+
+
+_PATTERNS = {
+    MODEL_PATTERN: "must not start with '-' nor hold control or bidirectional-override characters",
+    NO_NUL_PATTERN: "must not hold a NUL character, which no argv item or environment value can",
+    ENV_NAME_PATTERN: "an environment variable's name must not be empty nor hold '=' or a NUL character",
+}
+
+
+def print_problems(config: object, problems: list[Problem]) -> None:
+    """One line per problem on stderr (a long list summarised), each bounded: `specpilot-runtime: FILE:
+    field: message`, or `specpilot-runtime: FILE: message` for the file as a whole."""
+    for p in summarised(problems):
+        where = f"{one_line(p.path, MAX_PATH_CHARS)}: " if p.path else ""
+        print(f"specpilot-runtime: {config}: {where}{one_line(p.message)}", file=sys.stderr)
 
 
 def grace_period(cfg: EngineConfig, override: float | None) -> float:
@@ -143,8 +199,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s specpilot-runtime %(levelname)s %(message)s")
     cfg, problems = load(args.config)
     if problems or cfg is None:
-        for p in problems:
-            print(f"specpilot-runtime: {args.config}: {p}", file=sys.stderr)
+        print_problems(args.config, problems)
         return EXIT_INVALID
     plan = engine.launch(cfg, os.environ, vllm_executable())
     if args.dry_run:
@@ -164,3 +219,6 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
         return EXIT_NOT_FOUND
+    except OSError as e:  # found but not executable (EACCES, ENOEXEC)
+        print(f"specpilot-runtime: cannot run {plan.argv[0]}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_CANNOT_RUN

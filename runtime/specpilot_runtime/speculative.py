@@ -168,6 +168,29 @@ _HIDDEN = "\\x00-\\x1f\\x7f-\\x9f" + "\u202a-\u202e\u2066-\u2069"
 # '-', none of the characters above. Also the CRD's pattern.
 MODEL_PATTERN = f"^[^-{_HIDDEN}][^{_HIDDEN}]*$"
 
+# What Linux opens: a path of at most PATH_MAX - 1 bytes (the kernel's 4096 counts the NUL), each component
+# at most NAME_MAX bytes. A local checkpoint past either cannot be opened (ENAMETOOLONG), by the runtime's
+# checks or by vLLM; a hub id is far shorter (the Hub allows 96 characters per name).
+NAME_MAX = 255
+PATH_MAX = 4095
+
+
+def path_problem(value: str) -> str | None:
+    """Why the kernel would refuse `value` as a path (a checkpoint given as a local directory); None when it
+    would not. The one rule for the runtime's engine.json and the operator's `specpilot validate`: a
+    target or draft model the pod cannot open is refused before any pod starts."""
+    if "\x00" in value:
+        return "holds a NUL byte, which no path can hold"
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > PATH_MAX:
+        return f"is {size} bytes as UTF-8; a path holds at most {PATH_MAX} bytes (PATH_MAX)"
+    longest = max(value.split("/"), key=lambda c: len(c.encode("utf-8", "surrogatepass")))
+    size = len(longest.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX:
+        return (f"has a path component of {size} bytes ({longest[:24]!r}...); each name between slashes holds "
+                f"at most {NAME_MAX} bytes (NAME_MAX)")
+    return None
+
 
 class SpeculativeConfig(BaseModel):
     """specpilot's view of a speculative config; `to_vllm()` gives vLLM's own JSON."""
@@ -213,6 +236,9 @@ def check(cfg: SpeculativeConfig, path: str = "speculative", tensor_parallel_siz
         return [Problem(f"{path}.method", f"unknown method {m!r}, allowed: {allowed}")]
     rule = METHODS[m]
     n = cfg.num_speculative_tokens
+    unopenable = path_problem(cfg.model) if cfg.model else None
+    if unopenable:
+        p.append(Problem(f"{path}.draftModel", unopenable))
     if rule.draft_model == "required" and not cfg.model:
         p.append(Problem(f"{path}.draftModel", f"method {m} needs a draft model (hub id or path)"))
     if rule.draft_model == "forbidden" and cfg.model:

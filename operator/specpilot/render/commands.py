@@ -6,10 +6,14 @@ import argparse
 import sys
 
 import yaml
+from pydantic import ValidationError
+
+from specpilot_runtime.report import one_line
+from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS
 
 from ..api import documents
 from ..api.models import KIND
-from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from
+from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from, problem_lines
 from . import render_service, render_track
 from .images import add_serving_arguments, serving_defaults_from
 from .names import TRACKS
@@ -30,7 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=_render)
 
 
+# What `render --n` takes before any method is known; each document's method may allow less (exit 1 then).
+N_ALLOWED = f"N is 0 (no speculation) or 1..{MAX_NUM_SPECULATIVE_TOKENS}, and at most the method's own limit"
+EXIT_USAGE = 2
+
+
 def _render(args: argparse.Namespace) -> int:
+    if args.n is not None and not 0 <= args.n <= MAX_NUM_SPECULATIVE_TOKENS:
+        print(f"specpilot render: --n {args.n} is not allowed: {N_ALLOWED}", file=sys.stderr)
+        return EXIT_USAGE
     objects = []
     failed = False
     serving = serving_defaults_from(args)
@@ -48,11 +60,17 @@ def _render(args: argparse.Namespace) -> int:
                 if args.track == "stable":
                     objects.append(render_service(sd))
             except InvalidSpeculativeDeployment as err:
-                for p in err.problems:
-                    print(documents.problem_line(doc, p.path, p.message), file=sys.stderr)
+                for line in problem_lines(doc, err.problems):
+                    print(line, file=sys.stderr)
+                failed = True
+            except ValidationError as err:  # a rendered config its own model refuses: one line, not pydantic's
+                first = err.errors()[0]
+                where = ".".join(str(x) for x in first["loc"])
+                print(documents.problem_line(doc, "(rendered engine.json)", one_line(f"{where}: {first['msg']}")),
+                      file=sys.stderr)
                 failed = True
             except ValueError as err:  # --n outside the method's limits
-                print(documents.problem_line(doc, "--n", str(err)), file=sys.stderr)
+                print(documents.problem_line(doc, "--n", one_line(str(err))), file=sys.stderr)
                 failed = True
     if failed:
         return 1
