@@ -14,7 +14,7 @@ from specpilot.api.models import SpeculativeDeployment
 from specpilot.render.engine import engine_config
 from specpilot.tuning import TunerState
 from specpilot.tuning.kinds import CANARY_PHASES, ActionKind, Phase
-from specpilot.tuning.machine import LOADS_KEPT
+from specpilot.tuning.machine import LOADS_KEPT, candidates
 from specpilot.tuning.state import resumable
 
 INVALID_STATE = "TuningStateInvalid"
@@ -99,7 +99,9 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
         return f"status.tuning is a {type(tuning).__name__}, not an object"
     spec = sd.spec.speculative
     if not resumable(tuning, spec.method, spec.block_size):
-        return None
+        # Another drafter's state restarts quietly; a seam write naming no method is rendered as written
+        # (reconcile.plan_tracks), so its N too must be ones the spec allows.
+        return candidate_problem(tuning, sd) if tuning.get("method") is None else None
     found = _shape_problem(tuning)
     if found:
         return found
@@ -121,6 +123,38 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
             engine_config(sd, entry["n"], entry.get("schedule"))
         except ValueError as exc:
             return f"carried N={entry['n']} cannot run: {exc}"
+    return candidate_problem(tuning, sd)
+
+
+def allowed_n(sd: SpeculativeDeployment) -> list[int]:
+    """The N the tuner may give a track of `sd` (the contender's deployment, `for_contender`): its candidates
+    within the method's limit, else the method's range (`machine.candidates`, what the tuner picks from)."""
+    spec = sd.spec.speculative
+    return candidates(TunerState.new(spec.method, spec.num_speculative_tokens, spec.block_size), sd.spec.tuning)
+
+
+def _listed(ns: list[int]) -> str:
+    if len(ns) > 2 and ns == list(range(ns[0], ns[-1] + 1)):
+        return f"{ns[0]}..{ns[-1]}"
+    return ", ".join(map(str, ns))
+
+
+def candidate_problem(tuning: dict[str, Any], sd: SpeculativeDeployment) -> str | None:
+    """An N or a schedule's K in `status.tuning` that the tuner never serves: it runs spec N (where it starts,
+    and where a hand-set spec N restarts it) or an N of `allowed_n`, and schedules of candidate K. A status
+    patched to `stableN: 11, phase: converged` moved the pods to N=11 and was held as converged. Values that
+    are not whole numbers are left to `track_problem`."""
+    allowed = allowed_n(sd)
+    stable = sorted({*allowed, sd.spec.speculative.num_speculative_tokens})
+    for key, ns in (("stableN", stable), ("canaryN", allowed)):
+        n = tuning.get(key)
+        if _int(n) and n not in ns:
+            return f"{key} {n} is not among the N the spec allows ({_listed(ns)})"
+    for key, ns in (("stableSchedule", stable), ("canarySchedule", allowed)):
+        rows = tuning.get(key)
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, list) and len(row) == 3 and _int(row[2]) and row[2] not in ns:
+                return f"{key} K={row[2]} is not among the N the spec allows ({_listed(ns)})"
     return None
 
 
