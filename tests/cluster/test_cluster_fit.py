@@ -16,7 +16,7 @@ PSA_LABEL = "pod-security.kubernetes.io/enforce"
 def fit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(tmp_path_factory.mktemp("fit"), "--nodes", "2", "--gpus-per-node", "1")
     try:
-        c.start_operator("main")
+        c.start_operator("main", "--allow-unconfined")  # AMD's recommended profile is granted here
         wait_for("the operator to take the lease", lambda: c.lease_holder() == "main")
         yield c
     finally:
@@ -47,8 +47,9 @@ def test_nodes_advertise_their_gpus(fit: Cluster) -> None:
 
 def test_baseline_namespace_refuses_recommended_pods_and_admits_baseline_ones(fit: Cluster) -> None:
     ns = labelled_namespace(fit, "psa-baseline", "baseline")
-    # AMD's recommended profile (the default): SYS_PTRACE and seccomp Unconfined.
-    assert fit.apply(example("ngram", accelerator={"vendor": "amd", "count": 1}), ns).returncode == 0
+    # AMD's recommended profile (granted by --allow-unconfined): SYS_PTRACE and seccomp Unconfined.
+    assert fit.apply(example("ngram", accelerator={"vendor": "amd", "count": 1, "securityProfile": "recommended"}),
+                     ns).returncode == 0
     name = example("ngram")["metadata"]["name"]
     failure = wait_for("the ReplicaSet's FailedCreate", lambda: deployment_condition(fit, ns, name, "ReplicaFailure"))
     assert failure["reason"] == "FailedCreate"

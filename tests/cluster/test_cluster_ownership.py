@@ -1,0 +1,102 @@
+"""The operator never takes over what it did not create, and trusts only its own pods (issue 55's
+reproductions; each failed before the fix): another team's Service and ConfigMap with a child's name, a
+name another object's canary takes, a child whose label was removed, a hand-labelled stranger pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cluster_kit import Cluster, example, wait_for
+
+
+def _condition(cluster: Cluster, ns: str, name: str, ctype: str) -> dict[str, Any] | None:
+    sd = cluster.get("speculativedeployment", "-n", ns, name) or {}
+    return next((c for c in (sd.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+def _ready(cluster: Cluster, ns: str, name: str) -> bool:
+    return (_condition(cluster, ns, name, "Ready") or {}).get("status") == "True"
+
+
+def _create(cluster: Cluster, ns: str, obj: dict[str, Any]) -> None:
+    cluster.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(obj))
+
+
+def test_another_teams_service_and_configmap_are_never_taken_over(cluster: Cluster, ns: str) -> None:
+    _create(cluster, ns, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shop"},
+                          "spec": {"selector": {"app": "shop"}, "ports": [{"port": 80}]}})
+    _create(cluster, ns, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shop-engine"},
+                          "data": {"theirs": "1"}})
+    sd = example("ngram")
+    sd["metadata"]["name"] = "shop"
+    assert cluster.apply(sd, ns).returncode == 0
+    conflict = wait_for("ChildConflict", lambda: _condition(cluster, ns, "shop", "ChildConflict"))
+    assert conflict["status"] == "True" and conflict["reason"] == "NameTaken"
+    assert "Service shop already exists" in conflict["message"] or "ConfigMap shop-engine" in conflict["message"]
+    service = cluster.get("service", "-n", ns, "shop")
+    config = cluster.get("configmap", "-n", ns, "shop-engine")
+    assert service["spec"]["selector"] == {"app": "shop"} and not service["metadata"].get("ownerReferences")
+    assert config["data"] == {"theirs": "1"} and not config["metadata"].get("ownerReferences")
+    assert cluster.get("deployment", "-n", ns, "shop") is None  # nothing of ours half-made
+    events = cluster.items("events", "-n", ns, "--field-selector", "involvedObject.name=shop")
+    assert any(e["reason"] == "ChildConflict" and e["type"] == "Warning" for e in events)
+    # Deleting the SpeculativeDeployment leaves the other team's objects alone (no owner reference).
+    cluster.kubectl("delete", "sd", "-n", ns, "shop", "--wait=true")
+    assert cluster.get("service", "-n", ns, "shop") is not None
+    # Once their objects go, a new SpeculativeDeployment of that name is served.
+    cluster.kubectl("delete", "-n", ns, "service/shop", "configmap/shop-engine")
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("Ready", lambda: _ready(cluster, ns, "shop"))
+    assert (_condition(cluster, ns, "shop", "ChildConflict") or {}).get("status") != "True"
+
+
+def test_the_conflict_recovers_by_itself_when_the_name_is_freed(cluster: Cluster, ns: str) -> None:
+    _create(cluster, ns, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                                   "template": {"metadata": {"labels": {"app": "web"}},
+                                                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    sd = example("ngram")
+    sd["metadata"]["name"] = "web"
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("ChildConflict", lambda: (_condition(cluster, ns, "web", "ChildConflict") or {}).get("status") == "True")
+    assert cluster.get("deployment", "-n", ns, "web")["spec"]["replicas"] == 2  # not taken over
+    cluster.kubectl("delete", "deployment", "-n", ns, "web", "--wait=true")
+    wait_for("Ready after the name was freed", lambda: _ready(cluster, ns, "web"))
+    assert _condition(cluster, ns, "web", "ChildConflict")["status"] == "False"
+
+
+def test_a_name_another_objects_canary_takes_is_refused(cluster: Cluster, ns: str) -> None:
+    sd = example("ngram")
+    sd["metadata"]["name"] = "chat-canary"
+    done = cluster.apply(sd, ns)
+    assert done.returncode != 0 and "must not end in -canary or -stable" in done.stderr
+
+
+def test_a_child_whose_label_was_removed_and_then_deleted_comes_back(cluster: Cluster, ns: str) -> None:
+    sd = example("ngram")
+    name = sd["metadata"]["name"]
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("Ready", lambda: _ready(cluster, ns, name))
+    cluster.kubectl("label", "deployment", "-n", ns, name, "specpilot.io/deployment-")
+    cluster.kubectl("delete", "deployment", "-n", ns, name, "--wait=true")
+    wait_for("the Deployment re-created", lambda: cluster.get("deployment", "-n", ns, name))
+    wait_for("Ready again", lambda: _ready(cluster, ns, name))
+
+
+def test_a_labelled_stranger_pod_is_not_served_nor_scraped(cluster: Cluster, ns: str) -> None:
+    sd = example("ngram")
+    name = sd["metadata"]["name"]
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("Ready", lambda: _ready(cluster, ns, name))
+    ours = cluster.items("pods", "-n", ns)[0]
+    _create(cluster, ns, {"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": "stranger", "labels": {
+                              k: v for k, v in ours["metadata"]["labels"].items()
+                              if k != "specpilot.io/owner-uid"}},  # every label the spec implies
+                          "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    stranger = wait_for("the stranger Ready", lambda: (lambda p: p if (p or {}).get("status", {}).get("podIP")
+                                                       else None)(cluster.get("pod", "-n", ns, "stranger")))
+    endpoints = cluster.get("endpoints", "-n", ns, name)
+    addresses = [a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses") or []]
+    assert ours["status"]["podIP"] in addresses and stranger["status"]["podIP"] not in addresses
