@@ -1,5 +1,5 @@
-"""The operator never takes over what it did not create, and trusts only its own pods (issue 55's
-reproductions; each failed before the fix): another team's Service and ConfigMap with a child's name, a
+"""The operator never takes over what it did not create, and trusts only its own pods (reproductions of
+what an attacker and a careless neighbour did; each failed before the fix): another team's Service and ConfigMap with a child's name, a
 name another object's canary takes, a child whose label was removed, a hand-labelled stranger pod."""
 
 from __future__ import annotations
