@@ -8,6 +8,7 @@ client certificate from `client_kubeconfig` (CN=system:node:<name>, O=system:nod
 
 from __future__ import annotations
 
+import secrets
 import ssl
 import subprocess
 from dataclasses import dataclass
@@ -49,11 +50,12 @@ class Ports:
     scheduler: int
 
     @classmethod
-    def pick(cls) -> Ports:
-        return cls(free_port(), free_port(), free_port(), free_port(), free_port())
+    def pick(cls, apiserver: int = 0) -> Ports:
+        """Free ports, the apiserver's `apiserver` unless 0."""
+        return cls(free_port(), free_port(), apiserver or free_port(), free_port(), free_port())
 
 
-def _apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
+def _apiserver_argv(binary: Path, pki: Pki, ports: Ports, tokens: Path) -> list[str]:
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
@@ -63,6 +65,9 @@ def _apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
         f"--tls-cert-file={pki.apiserver.cert}",
         f"--tls-private-key-file={pki.apiserver.key}",
         f"--client-ca-file={pki.ca.cert}",
+        # The admin's bearer token (system:masters), for raw HTTP clients of the harness and its benchmarks,
+        # which authenticate as they did against the emulator: a URL, a CA and a token.
+        f"--token-auth-file={tokens}",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
@@ -123,19 +128,25 @@ class ControlPlane:
     """A running control plane; `ControlPlane.start(workdir)` makes one, `stop()` (or leaving a `with`
     block) ends every process it started."""
 
-    def __init__(self, workdir: Path, pki: Pki, ports: Ports, components: list[Component]) -> None:
+    def __init__(self, workdir: Path, pki: Pki, ports: Ports, components: list[Component], admin_token: str) -> None:
         self.workdir = workdir
+        self.admin_token = admin_token
         self.pki = pki
         self.ports = ports
         self._components = {c.name: c for c in components}
 
     @classmethod
-    def start(cls, workdir: Path, bin_dir: Path | None = None, timeout_s: float = START_TIMEOUT_S) -> ControlPlane:
+    def start(cls, workdir: Path, bin_dir: Path | None = None, timeout_s: float = START_TIMEOUT_S,
+              apiserver_port: int = 0) -> ControlPlane:
         """Fresh PKI and data under `workdir`; returns once the apiserver's /readyz and the controller-manager's
         and scheduler's /healthz answer 200. Each component gets `timeout_s` to get there."""
         bins = bin_dir if bin_dir is not None else binaries()
         pki = create_pki(workdir / "pki", SERVICE_CIDR)
-        ports = Ports.pick()
+        ports = Ports.pick(apiserver_port)
+        admin_token = secrets.token_hex(24)
+        tokens = workdir / "pki" / "tokens.csv"
+        tokens.touch(mode=0o600)
+        tokens.write_text(f'{admin_token},admin,admin,"system:masters"\n')
         url = f"https://127.0.0.1:{ports.apiserver}"
         write_cert_kubeconfig(_kubeconfig_path(workdir, "admin"), url, pki.ca.cert, pki.admin)
         cm_kubeconfig = write_cert_kubeconfig(
@@ -158,7 +169,7 @@ class ControlPlane:
             ),
             Component(
                 APISERVER,
-                _apiserver_argv(bins / APISERVER, pki, ports),
+                _apiserver_argv(bins / APISERVER, pki, ports, tokens),
                 logs / "kube-apiserver.log",
                 lambda: https_ok(f"{url}/readyz", as_admin),
             ),
@@ -175,7 +186,7 @@ class ControlPlane:
                 lambda: https_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", anonymous),
             ),
         ]
-        plane = cls(workdir, pki, ports, components)
+        plane = cls(workdir, pki, ports, components, admin_token)
         try:
             for component in components:
                 component.start(timeout_s)

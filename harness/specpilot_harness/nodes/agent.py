@@ -1,0 +1,299 @@
+"""The harness's kubelet: fake GPU nodes on a real control plane, and the pods kube-scheduler binds to them.
+
+Nodes are Node objects with GPU capacity (`amd.com/gpu` or `nvidia.com/gpu`), kept alive by renewing their
+Lease in kube-node-lease, as a kubelet does, so kube-controller-manager's node lifecycle controller keeps them
+Ready. For each pod bound to one of them, the agent does the kubelet's part: an address (addresses.py), the
+pod's ConfigMap and Secret volumes and its owners read from the API, its containers started by a PodRuntime
+(the sandbox's: simulated engines, real processes, or nothing), its readiness polled, a failed start retried
+with the kubelet's back-off under restartPolicy Always, pod status written (podIP, conditions,
+containerStatuses, restart counts). A graceful delete runs the runtime's `terminate` (preStop, SIGTERM) within
+the pod's grace period, then `stop`, then removes the pod object, as the kubelet does.
+
+What stays emulated, and why: there is no container runtime here (the PodRuntime runs what it can as local
+processes or in-process engines), and liveness probes are not run (the runtimes' engines do not hang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from specpilot_harness.nodes.addresses import AddressPool
+from specpilot_harness.nodes.api import Api, ApiError, Credentials
+from specpilot_harness.sandbox.pods import NoopRuntime, PodContext, PodRuntime
+
+log = logging.getLogger(__name__)
+
+LEASE_DURATION_S = 40
+LEASE_RENEW_S = 10.0
+RESTART_BACKOFF_S = (10.0, 300.0)  # the kubelet's crash-loop back-off: first wait, cap
+PLURALS = {"ReplicaSet": "replicasets", "Deployment": "deployments", "StatefulSet": "statefulsets",
+           "SpeculativeDeployment": "speculativedeployments"}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    gpus: dict[str, int] = field(default_factory=lambda: {"amd.com/gpu": 8})  # extended resource -> count
+    cpu: str = "64"
+    memory: str = "512Gi"
+    pods: int = 110
+
+
+@dataclass
+class _Pod:
+    uid: str
+    ctx: PodContext
+    task: asyncio.Task[None] | None = None
+    restarts: int = 0
+    terminating: bool = False
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class NodeAgent:
+    def __init__(self, creds: Credentials, nodes: list[NodeSpec], runtime: PodRuntime | None = None,
+                 probe_period_s: float = 1.0, restart_backoff_s: tuple[float, float] = RESTART_BACKOFF_S) -> None:
+        self.api = Api(creds)
+        self.nodes = {n.name: n for n in nodes}
+        self.runtime: PodRuntime = runtime or NoopRuntime()
+        self.probe_period_s, self.restart_backoff_s = probe_period_s, restart_backoff_s
+        self.addresses = AddressPool()
+        self._pods: dict[str, _Pod] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for spec in self.nodes.values():
+            await self._register(spec)
+        self._tasks = [asyncio.create_task(self._heartbeat(), name="node-heartbeat"),
+                       asyncio.create_task(self._watch_pods(), name="node-pods")]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for pod in list(self._pods.values()):
+            await self._forget(pod)
+        self.addresses.close()
+        await self.api.close()
+
+    # ---- nodes -----------------------------------------------------------------------------------
+
+    def _node_status(self, spec: NodeSpec) -> dict[str, Any]:
+        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods),
+                    **{resource: str(count) for resource, count in spec.gpus.items()}}
+        stamp = _now()
+        return {"capacity": capacity, "allocatable": capacity,
+                "addresses": [{"type": "InternalIP", "address": self.addresses.node_address},
+                              {"type": "Hostname", "address": spec.name}],
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "specpilot node agent is posting ready status",
+                                "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
+                "nodeInfo": {"kubeletVersion": "v1.36.3-specpilot", "containerRuntimeVersion": "specpilot://harness",
+                             "operatingSystem": "linux", "architecture": "amd64", "osImage": "", "kernelVersion": "",
+                             "machineID": "", "systemUUID": "", "bootID": "", "kubeProxyVersion": ""}}
+
+    async def _register(self, spec: NodeSpec) -> None:
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": spec.name, "labels": {"kubernetes.io/hostname": spec.name,
+                                                           "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                                           "specpilot.io/harness-node": "true"}}}
+        if await self.api.get(f"/api/v1/nodes/{spec.name}") is None:
+            await self.api.create("/api/v1/nodes", body)
+        await self.api.merge_patch(f"/api/v1/nodes/{spec.name}/status", {"status": self._node_status(spec)})
+        await self._renew(spec.name)
+
+    async def _renew(self, name: str) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_S, "renewTime": _micro_now()}
+        try:
+            await self.api.merge_patch(path, {"spec": spec})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            await self.api.create("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                                  {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                   "metadata": {"name": name, "namespace": "kube-node-lease"}, "spec": spec})
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_RENEW_S)
+            for spec in self.nodes.values():
+                try:
+                    await self._renew(spec.name)
+                    await self.api.merge_patch(f"/api/v1/nodes/{spec.name}/status",
+                                               {"status": {"conditions": self._node_status(spec)["conditions"]}})
+                except Exception as exc:  # the API server may be restarting: the next beat tries again
+                    log.info("node %s heartbeat failed: %s", spec.name, exc)
+
+    # ---- pods ------------------------------------------------------------------------------------
+
+    async def _watch_pods(self) -> None:
+        async for event, pod in self.api.watch("/api/v1/pods"):
+            try:
+                await self._on_pod(event, pod)
+            except Exception:
+                log.exception("pod event %s %s", event, (pod.get("metadata") or {}).get("name"))
+
+    async def _on_pod(self, event: str, pod: dict[str, Any]) -> None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        uid = meta.get("uid", "")
+        if spec.get("nodeName") not in self.nodes:
+            return
+        known = self._pods.get(uid)
+        if event == "DELETED":
+            if known is not None:
+                await self._forget(known)
+            return
+        if meta.get("deletionTimestamp"):
+            if known is None:
+                await self.api.delete(_path(pod), {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+            elif not known.terminating:
+                known.terminating = True
+                if known.task is not None:
+                    known.task.cancel()
+                known.task = asyncio.create_task(self._terminate(known, pod))
+            return
+        if known is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            ctx = PodContext(pod, self.addresses.take(), await self._files(pod), await self._owners(pod))
+            known = self._pods[uid] = _Pod(uid, ctx)
+            known.task = asyncio.create_task(self._run(known))
+
+    async def _run(self, pod: _Pod) -> None:
+        backoff = self.restart_backoff_s[0]
+        while True:
+            await self._status(pod, "Pending", False, waiting=("ContainerCreating", ""))
+            try:
+                await self.runtime.start(pod.ctx)
+            except Exception as exc:  # a container that exits at start
+                log.warning("pod %s failed to start: %s", pod.ctx.name, exc)
+                if (pod.ctx.pod.get("spec") or {}).get("restartPolicy", "Always") == "Never":
+                    await self._status(pod, "Failed", False, waiting=("Error", str(exc)))
+                    return
+                await self._status(pod, "Running", False, waiting=("CrashLoopBackOff", str(exc)))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.restart_backoff_s[1])
+                pod.restarts += 1
+                continue
+            break
+        ready: bool | None = None
+        while True:
+            now_ready = await self.runtime.ready(pod.ctx)
+            if now_ready != ready:
+                ready = now_ready
+                await self._status(pod, "Running", ready)
+            await asyncio.sleep(self.probe_period_s)
+
+    async def _terminate(self, pod: _Pod, live: dict[str, Any]) -> None:
+        """Not Ready at once (the pod leaves the endpoints), preStop and SIGTERM within the grace period, then
+        stopped, and the pod object removed."""
+        grace = float(live["metadata"].get("deletionGracePeriodSeconds") or 0)
+        started = time.monotonic()
+        try:
+            await self._status(pod, "Running", False)
+            terminate = getattr(self.runtime, "terminate", None)
+            if terminate is not None:
+                await asyncio.wait_for(terminate(pod.ctx), max(0.0, grace - (time.monotonic() - started)))
+        except (TimeoutError, ApiError):
+            log.info("pod %s did not stop within its %g s grace period: killed", pod.ctx.name, grace)
+        finally:
+            await self._forget(pod)
+        await self.api.delete(_path(live), {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}})
+
+    async def _forget(self, pod: _Pod) -> None:
+        if self._pods.pop(pod.uid, None) is None:
+            return
+        if pod.task is not None and pod.task is not asyncio.current_task():
+            pod.task.cancel()
+        try:
+            await self.runtime.stop(pod.ctx)
+        finally:
+            self.addresses.give(pod.ctx.ip)
+
+    async def _status(self, pod: _Pod, phase: str, ready: bool, waiting: tuple[str, str] | None = None) -> None:
+        stamp = _now()
+
+        def cond(ctype: str, value: bool) -> dict[str, Any]:
+            status = "True" if value else "False"
+            old = pod.conditions.get(ctype)
+            kept = old if old is not None and old["status"] == status else {
+                "type": ctype, "status": status, "lastTransitionTime": stamp}
+            pod.conditions[ctype] = kept
+            return kept
+
+        running = phase == "Running" and waiting is None
+        state: dict[str, Any] = {"running": {"startedAt": stamp}} if running else \
+            {"waiting": {"reason": waiting[0], "message": waiting[1][:1000]}} if waiting else {"waiting": {}}
+        spec = pod.ctx.pod.get("spec") or {}
+        containers = [{"name": c.get("name", ""), "image": c.get("image", ""), "imageID": "",
+                       "ready": ready and running, "restartCount": pod.restarts, "started": running, "state": state}
+                      for c in spec.get("containers") or []]
+        status = {"phase": phase, "hostIP": self.addresses.node_address, "podIP": pod.ctx.ip,
+                  "hostIPs": [{"ip": self.addresses.node_address}], "podIPs": [{"ip": pod.ctx.ip}],
+                  "startTime": (pod.ctx.pod.get("status") or {}).get("startTime") or stamp,
+                  "conditions": [cond("PodScheduled", True), cond("Initialized", True),
+                                 cond("ContainersReady", ready and running), cond("Ready", ready and running)],
+                  "containerStatuses": containers}
+        try:
+            await self.api.merge_patch(_path(pod.ctx.pod) + "/status", {"status": status})
+        except ApiError as exc:
+            if exc.status != 404:
+                log.info("status of pod %s not written: %s", pod.ctx.name, exc)
+
+    async def _files(self, pod: dict[str, Any]) -> dict[str, str]:
+        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files)."""
+        ns, spec = pod["metadata"]["namespace"], pod.get("spec") or {}
+        sources: dict[str, dict[str, str]] = {}
+        for vol in spec.get("volumes") or []:
+            if "configMap" in vol:
+                cm = await self.api.get(f"/api/v1/namespaces/{ns}/configmaps/{vol['configMap'].get('name', '')}")
+                sources[vol["name"]] = dict((cm or {}).get("data") or {})
+            elif "secret" in vol:
+                sec = await self.api.get(f"/api/v1/namespaces/{ns}/secrets/{vol['secret'].get('secretName', '')}")
+                sources[vol["name"]] = {k: base64.b64decode(v).decode(errors="replace")
+                                        for k, v in ((sec or {}).get("data") or {}).items()}
+        files: dict[str, str] = {}
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            for mount in container.get("volumeMounts") or []:
+                data = sources.get(mount.get("name", ""), {})
+                if mount.get("subPath"):
+                    if mount["subPath"] in data:
+                        files[mount["mountPath"]] = data[mount["subPath"]]
+                else:
+                    files.update({f"{mount['mountPath'].rstrip('/')}/{k}": v for k, v in data.items()})
+        return files
+
+    async def _owners(self, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+        """`obj`'s chain of controller owners as the API server holds them, nearest first."""
+        chain: list[dict[str, Any]] = []
+        ns = obj["metadata"].get("namespace", "")
+        seen = {obj["metadata"].get("uid")}
+        while True:
+            ref = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            if not ref or ref.get("uid") in seen or ref.get("kind") not in PLURALS:
+                return tuple(chain)
+            version = ref.get("apiVersion", "")
+            base = f"/apis/{version}" if "/" in version else f"/api/{version}"
+            owner = await self.api.get(f"{base}/namespaces/{ns}/{PLURALS[ref['kind']]}/{ref.get('name', '')}")
+            if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+                return tuple(chain)
+            chain.append(owner)
+            seen.add(ref["uid"])
+            obj = owner
+
+
+def _path(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
