@@ -4,6 +4,8 @@ image registries, AMD's unconfined profile and Secrets are refused unless the op
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,3 +95,9 @@ def test_a_secret_is_handed_to_pods_only_when_its_owner_opted_in(secrets: dict[s
     valid = {c["type"]: c for c in api.sd["status"]["conditions"]}["SpecValid"]
     assert valid["status"] == "False" and "spec.engine.hfTokenSecretRef.name" in valid["message"]
     assert refused in valid["message"]
+
+
+def test_the_charts_values_schema_lists_exactly_the_reserved_names() -> None:
+    schema = json.loads((Path(__file__).parents[2] / "charts/specpilot/values.schema.json").read_text())
+    policy = schema["properties"]["operator"]["properties"]["policy"]["properties"]
+    assert tuple(policy["allowedEnv"]["items"]["enum"]) == RESERVED_ENV

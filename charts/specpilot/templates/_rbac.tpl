@@ -11,14 +11,15 @@ every grant used. No wildcards; Secrets only read for their labels (operator.pol
 - apiGroups: ["specpilot.io"]
   resources: ["speculativedeployments/status"]
   verbs: ["patch"]
-# Children rendered for each SpeculativeDeployment: watched (Kopf) and listed to find drift, written by
+# Children rendered for each SpeculativeDeployment: watched (Kopf) and listed to find drift, read by name
+# before one is created (an object of that name the operator does not own is never written), written by
 # server-side apply (a patch that creates what is missing), deleted when no longer rendered.
 - apiGroups: [""]
   resources: ["configmaps", "services"]
-  verbs: ["list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
 # The tuning loop finds each track's pods (and their IPs) to scrape their vLLM metrics, and their
 # ReplicaSets to keep only pods its own Deployments made (a labelled stranger is ignored).
 - apiGroups: [""]
