@@ -194,11 +194,7 @@ def test_the_server_enforces_a_crds_cel_rules(admin: Path) -> None:
     assert refused.returncode != 0 and "spec.n: Invalid value: 33" in refused.stderr
 
 
-# The real apiserver refuses crds/ as generated today (operator/specpilot/api/crd.py, rules.py): the printer
-# column `name: N` unquoted (YAML 1.1's false to kubectl), a description on the root metadata schema, CEL
-# rules reading canary fields the `{}` default lacks, `self.extra.all(...)` over a preserve-unknown-fields
-# object (does not compile), and rule costs over the budget. Strict: it fails once the CRD is fixed.
-@pytest.mark.xfail(strict=True, reason="the real apiserver refuses crds/specpilot.io_speculativedeployments.yaml")
+# crds/ as generated: tests/controlplane/test_crd_on_apiserver.py checks how the server judges objects.
 def test_the_speculativedeployment_crd_applies_and_its_cel_refuses_a_canary_name(admin: Path) -> None:
     kubectl(admin, "apply", "-f", str(CRD))
     kubectl(admin, "wait", "--for=condition=Established", "crd/speculativedeployments.specpilot.io", "--timeout=30s")

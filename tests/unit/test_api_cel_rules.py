@@ -14,6 +14,7 @@ import yaml
 
 from specpilot.api.admission import admit, defaulted, schema_of
 from specpilot.api.cel import evaluate
+from specpilot.api.validate import validate_object
 
 CRD = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "specpilot.io_speculativedeployments.yaml")
                      .read_text())
@@ -147,3 +148,11 @@ def test_message_falls_back_when_the_message_expression_cannot_run() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [
         {"rule": "self.n < 3", "message": "n must be < 3", "messageExpression": "'n is ' + self.missing"}]}
     assert admit(schema, {"n": 5}) == ["(object): n must be < 3"]
+
+
+def test_extra_key_length_is_validates_rule_not_the_crds() -> None:
+    # CEL cannot range over extra's keys (a free-form object): the CRD admits a long key, validate refuses it.
+    obj = sd({"method": "mtp", "numSpeculativeTokens": 3, "extra": {"k" * 65: 1}})
+    assert admit(SCHEMA, obj) == []
+    assert any(p.path == "spec.speculative.extra" and "at most 64 characters" in p.message
+               for p in validate_object(obj))

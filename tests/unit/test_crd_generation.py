@@ -11,7 +11,7 @@ import yaml
 
 from specpilot.api.cel import evaluate
 from specpilot.api.crd import crd, crd_yaml, open_api_schema
-from specpilot.api.rules import max_n_expression
+from specpilot.api.rules import max_n_expression, number_text
 from specpilot.cli import main
 from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, max_n
 
@@ -48,8 +48,16 @@ def test_every_field_has_a_type_and_description() -> None:
         if node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
             continue
         assert node.get("type"), f"{path} has no type"
-        if path and not path.endswith(("[]", "{}")):
+        if path and not path.endswith(("[]", "{}")) and path != "metadata":
             assert node.get("description"), f"{path} has no description"
+
+
+def test_root_metadata_only_restricts_the_name() -> None:
+    # The API server refuses anything else there, a description included ("must not specify anything other
+    # than name and generateName").
+    metadata = open_api_schema()["properties"]["metadata"]
+    assert set(metadata) == {"type", "properties"} and set(metadata["properties"]) == {"name"}
+    assert set(metadata["properties"]["name"]) <= {"type", "maxLength", "pattern", "description"}
 
 
 def test_free_form_fields_are_only_where_the_models_pass_values_through() -> None:
@@ -98,6 +106,38 @@ def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:
 
 def test_crd_yaml_parses_back_to_the_object() -> None:
     assert yaml.safe_load(crd_yaml()) == crd()
+
+
+def test_crd_yaml_quotes_what_yaml_1_1_reads_as_a_bool() -> None:
+    # kubectl reads YAML 1.1: a plain `name: N` is false, and the API server refused the CRD for it.
+    assert "- name: 'N'\n" in crd_yaml()
+    assert "- name: N\n" not in crd_yaml()
+
+
+def test_every_rule_holds_on_the_empty_default_of_its_section() -> None:
+    # The API server checks a section's `{}` default against its rules as it is (before the fields' own
+    # defaults fill it): a rule reading a field without has() fails there with "no such key".
+    checked = 0
+    for path, node in _nodes(open_api_schema()):
+        if node.get("default") != {}:
+            continue
+        for rule in node.get("x-kubernetes-validations", ()):
+            assert evaluate(rule["rule"], {}), f"{path}: {rule['rule']} fails on the default {{}}"
+            checked += 1
+    assert checked >= 2
+
+
+def test_message_expressions_convert_no_number_with_string() -> None:
+    # string(int) has no size bound in the API server's cost estimate: every concatenation after it is
+    # estimated at the largest request, >100x the budget, and the server refuses the CRD.
+    for path, node in _nodes(open_api_schema()):
+        for rule in node.get("x-kubernetes-validations", ()):
+            assert "string(" not in rule.get("messageExpression", ""), path
+
+
+def test_number_text_spells_every_limit() -> None:
+    for n in (0, 7, 32, 64):
+        assert evaluate(f"{number_text(str(n))} == '{n}'", {})
 
 
 def test_cel_limit_on_n_equals_the_runtime_rule_for_every_method_and_block_size() -> None:

@@ -94,6 +94,8 @@ _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 IMAGE_PATTERN = rf"^(?:{_REGISTRY}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$"
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
+# The largest spec.speculative.blockSize (a dflash/dspark draft's block): bounds a block method's N limit.
+MAX_BLOCK_SIZE = 64
 # Alternatives a tournament may hold: each costs a canary (and a checkpoint load) to measure.
 MAX_ALTERNATIVES = 8
 
@@ -182,7 +184,7 @@ class Speculative(_Model):
         description="N, draft tokens verified per step (vLLM's num_speculative_tokens). >= 1 unless "
                     "method is off. The tuner changes it when tuning is enabled.")
     block_size: int | None = Field(
-        None, ge=2, le=64,
+        None, ge=2, le=MAX_BLOCK_SIZE,
         description="Block size the dflash/dspark draft was trained with: dflash needs N <= blockSize-1, "
                     "dspark N <= blockSize. Read from the checkpoint when omitted (default 16).")
     schedule: list[ScheduleEntry] | None = Field(

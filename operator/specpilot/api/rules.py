@@ -3,8 +3,15 @@
 Every method list and limit below is read from the runtime's tables, so adding a method or changing a
 bound there changes the CRD (and the drift test tells you to regenerate it). Rules are keyed by the
 schema location they sit on: dotted property names, `[]` for a list's items, "" for the root.
-Each rule reads only fields whose size the schema bounds (maxItems / maxLength), so the API server's
-cost estimate stays within its limits.
+What a real kube-apiserver requires of them (tests/controlplane/test_crd_on_apiserver.py applies the CRD):
+- each rule reads only fields whose size the schema bounds (maxItems / maxLength / enum), so the API server's
+  cost estimate stays within its limits (the whole schema's rules are ~15% of the total budget);
+- no messageExpression converts a number with string(): its size has no bound in the estimate, so every
+  concatenation after it is estimated at the largest request (>100x the budget); number_text instead;
+- a rule on a section the schema defaults to `{}` guards every field with has(): the server checks that
+  default against the rules as it is, before the fields' own defaults fill it ("no such key");
+- CEL cannot range over a preserve-unknown-fields object's keys: the length of `extra`'s keys is checked in
+  validate.py, which the operator runs too.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from specpilot_runtime.speculative import (
     Family,
 )
 
-from .models import MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS, RESERVED_NAME_SUFFIXES
+from .models import MAX_BLOCK_SIZE, MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS, RESERVED_NAME_SUFFIXES
 
 RECOMMENDED_PROFILE = "recommended"
 REPLACE_MODE_MESSAGE = ("canary mode replace takes canary.replicas stable replicas out while the canary runs: it "
@@ -32,8 +39,9 @@ Rule = dict[str, str]
 
 # A '.' or '..' path segment, which would let a path climb out of the directory it names.
 DOT_SEGMENT = "(^|/)[.][.]?(/|$)"
-# Longer than any vLLM speculative-config key; bounds the rule's cost.
+# Longer than any vLLM speculative-config key (validate.py checks it: CEL cannot read extra's keys).
 MAX_EXTRA_KEY_LENGTH = 64
+EXTRA_KEY_MESSAGE = f"extra keys are vLLM speculative-config keys: at most {MAX_EXTRA_KEY_LENGTH} characters"
 
 
 def _list(values: list[str] | tuple[str, ...] | frozenset[str]) -> str:
@@ -75,6 +83,20 @@ def max_n_expression(speculative: str) -> str:
     return expr
 
 
+def _largest_limit() -> int:
+    """The largest N any method allows at any blockSize the schema accepts."""
+    bounds = [MAX_BLOCK_SIZE + (r.block_bound or 0) for r in METHODS.values() if r.block_bound is not None]
+    return max([MAX_NUM_SPECULATIVE_TOKENS, *bounds])
+
+
+def number_text(expression: str) -> str:
+    """CEL for the decimal text of `expression`, an int in 0.._largest_limit(), as a messageExpression may
+    use it: an index into a list of string literals. `string(int)` has no size bound in the API server's cost
+    estimate, so every concatenation after it is estimated at the largest request (>100x the budget); a
+    literal's size is known. Out of range it fails to evaluate, and the server falls back to `message`."""
+    return "[" + ", ".join(f"'{i}'" for i in range(_largest_limit() + 1)) + f"][{expression}]"
+
+
 def _candidates_rule(guard: str, candidates: str, speculative: str, field_path: str, what: str) -> Rule:
     """`candidates` (a list expression, read when `guard` does not already hold) lie in 0..max_n of the
     speculative object `speculative`."""
@@ -83,7 +105,7 @@ def _candidates_rule(guard: str, candidates: str, speculative: str, field_path: 
             "fieldPath": field_path,
             "message": f"every {what} must lie within the method's limits: 0 (speculation off) "
                        f"up to {_limits_text()}",
-            "messageExpression": f"'every {what} must lie in 0..' + string({limit}) + ' for method ' + "
+            "messageExpression": f"'every {what} must lie in 0..' + {number_text(limit)} + ' for method ' + "
                                  f"{speculative}.method + ' (0 turns speculation off)'"}
 
 
@@ -161,10 +183,10 @@ def _speculative_rules() -> list[Rule]:
             "fieldPath": ".numSpeculativeTokens",
             "message": f"{name} allows numSpeculativeTokens <= {limit} "
                        f"(blockSize defaults to {rule.default_block_size}): {rule.note}"})
-    rules.append({"rule": f"!has(self.extra) || self.extra.all(k, size(k) <= {MAX_EXTRA_KEY_LENGTH})",
-                  "fieldPath": ".extra",
-                  "message": f"extra keys are vLLM speculative-config keys: at most {MAX_EXTRA_KEY_LENGTH} "
-                             "characters"})
+    # The length of extra's keys is checked in validate.py (extra_key_problems), not here: extra is a
+    # preserve-unknown-fields object, whose keys CEL cannot range over (the API server refuses
+    # `self.extra.all(k, ...)`: "cannot be range of a comprehension"), and a map of typeless values would
+    # not be a CEL map either.
     return rules
 
 
@@ -280,12 +302,14 @@ RULES: dict[str, list[Rule]] = {
                          "candidate of this alternative"),
     ],
     "spec.tuning.alternatives[].schedule[]": _schedule_entry_rules(),
+    # has() on every field: the API server checks the section's `{}` default against these rules as it is,
+    # before its fields' own defaults fill it ("no such key: analysisWindow" otherwise).
     "spec.tuning.canary": [
-        {"rule": f"duration(self.analysisWindow) >= duration('{MIN_ANALYSIS_WINDOW}')",
+        {"rule": f"!has(self.analysisWindow) || duration(self.analysisWindow) >= duration('{MIN_ANALYSIS_WINDOW}')",
          "fieldPath": ".analysisWindow",
          "message": f"analysisWindow must be at least {MIN_ANALYSIS_WINDOW} (real engines need minutes "
                     "per window): shorter windows keep the tuning loop busy"},
-        {"rule": "self.trafficRouting != 'gateway' || has(self.httpRoute)",
+        {"rule": "!has(self.trafficRouting) || self.trafficRouting != 'gateway' || has(self.httpRoute)",
          "fieldPath": ".httpRoute", "reason": "FieldValueRequired",
          "message": "httpRoute is required when trafficRouting is gateway"},
     ],
