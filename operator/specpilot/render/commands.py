@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import yaml
 from pydantic import ValidationError
 
 from specpilot_runtime.report import one_line
 from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS
 
-from ..api import documents
+from ..api import documents, kube_yaml
 from ..api.models import KIND
 from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from, problem_lines
 from . import render_service, render_track
@@ -81,18 +80,8 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Dumper(yaml.SafeDumper):
-    """Writes multi-line strings (engine.json) as `|` blocks, so the output reads like a manifest."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
 def to_yaml(objects: list[dict]) -> str:
-    """Multi-document YAML of Kubernetes objects."""
-    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=120)
+    """Multi-document YAML of Kubernetes objects, as kubectl reads them (kube_yaml: multi-line strings such
+    as engine.json as `|` blocks; YAML 1.1's bool and null words quoted, so `nodeSelector: {gpu: n}` stays
+    a string)."""
+    return kube_yaml.dump_all(objects, sort_keys=False, width=120)
