@@ -15,6 +15,7 @@ from specpilot.controller import gc_policy
 from specpilot_harness.sandbox.cluster import Sandbox
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap
 from specpilot_harness.sandbox.pods import PodRuntime
+from specpilot_harness.sandbox.real_cluster import RealSandbox
 from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
 
@@ -32,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG})")
     p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
     p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
+    p.add_argument("--api", choices=("real", "emulated"), default=os.environ.get("SPECPILOT_SANDBOX_API", "real"),
+                   help="real (default): kube-apiserver, etcd, kube-controller-manager and kube-scheduler built from "
+                        "source (scripts/build-control-plane.sh: a one-time build of about 20 minutes, then "
+                        "cached), with fake GPU nodes; emulated: the harness's own API emulator (being retired). "
+                        "Default from $SPECPILOT_SANDBOX_API")
     p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
                    help="what runs behind each pod: a callable returning a PodRuntime (overrides --engine; "
                         "see specpilot_harness.sandbox.pods)")
@@ -68,8 +74,9 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    sandbox = Sandbox(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                      gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES)
+    kind = RealSandbox if args.api == "real" else Sandbox
+    sandbox = kind(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                   gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES)
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
