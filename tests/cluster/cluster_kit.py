@@ -116,7 +116,11 @@ class Cluster:
         return self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)
 
     def namespace(self, name: str) -> str:
+        """A new namespace, once kube-controller-manager gave it its `default` ServiceAccount (pods are
+        refused before)."""
         self.kubectl("create", "namespace", name)
+        wait_for(f"the default ServiceAccount of {name}",
+                 lambda: self.kubectl("get", "serviceaccount", "-n", name, "default", check=False).returncode == 0)
         return name
 
     def start_operator(self, identity: str, *extra: str, lease_duration: int = 4) -> Operator:

@@ -92,8 +92,10 @@ def test_a_labelled_stranger_pod_is_not_served_nor_scraped(cluster: Cluster, ns:
     ours = cluster.items("pods", "-n", ns)[0]
     _create(cluster, ns, {"apiVersion": "v1", "kind": "Pod",
                           "metadata": {"name": "stranger", "labels": {
+                              # every label the spec implies; not the ReplicaSet's pod-template-hash, with
+                              # which kube-controller-manager would adopt the pod and scale it away
                               k: v for k, v in ours["metadata"]["labels"].items()
-                              if k != "specpilot.io/owner-uid"}},  # every label the spec implies
+                              if k not in ("specpilot.io/owner-uid", "pod-template-hash")}},
                           "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
     stranger = wait_for("the stranger Ready", lambda: (lambda p: p if (p or {}).get("status", {}).get("podIP")
                                                        else None)(cluster.get("pod", "-n", ns, "stranger")))

@@ -16,6 +16,7 @@ import shutil
 import ssl
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,22 @@ class RealSandbox:
         self.agent = NodeAgent(Credentials(self.url, self.plane.ca_path, admin.cert, admin.key), self.node_specs,
                                self.runtime, self.probe_period_s)
         await self.agent.start()
+        await asyncio.to_thread(self.wait_for_service_account, "default")
         return self.url
+
+    def wait_for_service_account(self, namespace: str) -> None:
+        """Until kube-controller-manager has made the namespace's `default` ServiceAccount: before it, pods are
+        refused ("error looking up service account"). Its controllers start a few seconds after its /healthz."""
+        deadline = time.monotonic() + ESTABLISHED_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                self._request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+            time.sleep(0.2)
+        raise TimeoutError(f"no default ServiceAccount in {namespace} within {ESTABLISHED_TIMEOUT_S:g} s")
 
     @property
     def access(self) -> Access:
