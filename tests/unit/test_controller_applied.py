@@ -31,3 +31,12 @@ def test_booleans_are_not_numbers() -> None:
 
 def test_digest_ignores_key_order() -> None:
     assert digest({"a": 1, "b": {"c": 2, "d": 3}}) == digest({"b": {"d": 3, "c": 2}, "a": 1})
+
+
+def test_quantities_the_api_server_rewrote_still_hold() -> None:
+    # kube-apiserver stores quantities canonically: an int limit comes back "1", 1024Mi as 1Gi, 0.5 CPU as 500m;
+    # taking them for edits re-applied every Deployment on every reconcile.
+    assert holds({"limits": {"amd.com/gpu": "1", "memory": "1Gi", "cpu": "500m"}},
+                 {"limits": {"amd.com/gpu": 1, "memory": "1024Mi", "cpu": 0.5}})
+    assert not holds({"limits": {"amd.com/gpu": "2"}}, {"limits": {"amd.com/gpu": 1}})
+    assert not holds({"protocol": "TCP"}, {"protocol": "UDP"})

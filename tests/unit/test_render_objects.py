@@ -104,7 +104,7 @@ def test_amd_pods_follow_amd_guidance() -> None:
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
     assert c["image"] == "vllm/vllm-openai-rocm:v0.33.0"
-    assert c["resources"]["limits"] == {"amd.com/gpu": 2}
+    assert c["resources"]["limits"] == {"amd.com/gpu": "2"}
     assert pod["securityContext"] == {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [44]}
     assert c["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
     assert {"name": "VLLM_ROCM_USE_AITER", "value": "1"} in c["env"]
@@ -117,7 +117,7 @@ def test_nvidia_pods_take_nvidia_gpus_and_image() -> None:
     deployment = by_kind(render_track(sd("nvidia")))["Deployment"]
     c = container(deployment)
     assert c["image"] == "vllm/vllm-openai:v0.33.0"
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "securityContext" not in c and "securityContext" not in deployment["spec"]["template"]["spec"]
 
 
@@ -152,7 +152,7 @@ def test_scheduling_and_resources_pass_through_and_stay_valid() -> None:
     kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
     pod = deployment["spec"]["template"]["spec"]
     assert container(deployment)["resources"] == {"requests": {"cpu": "16", "memory": "128Gi"},
-                                                  "limits": {"memory": "256Gi", "nvidia.com/gpu": 8}}
+                                                  "limits": {"memory": "256Gi", "nvidia.com/gpu": "8"}}
     assert pod["nodeSelector"] == {"gpu.product": "H200"}
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert {"name": "HF_HOME", "value": "/models"} in container(deployment)["env"]

@@ -9,6 +9,8 @@ import hashlib
 import json
 from typing import Any
 
+from kubernetes.utils.quantity import parse_quantity
+
 
 def digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -23,4 +25,15 @@ def holds(live: Any, desired: Any) -> bool:
         return isinstance(live, list) and len(live) == len(desired) and all(map(holds, live, desired))
     if isinstance(live, bool) or isinstance(desired, bool):
         return live is desired
-    return bool(live == desired)
+    return bool(live == desired) or _same_quantity(live, desired)
+
+
+def _same_quantity(live: Any, desired: Any) -> bool:
+    """The API server stores resource quantities in canonical form (8 -> "8", "1024Mi" -> "1Gi", "0.5" -> "500m"):
+    a child is not changed because its quantities read differently."""
+    if not isinstance(live, str) or not isinstance(desired, (str, int, float)):
+        return False
+    try:
+        return bool(parse_quantity(live) == parse_quantity(desired))
+    except ValueError:
+        return False

@@ -75,7 +75,7 @@ def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
     resources: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v
                                  for k, v in sd.spec.engine.resources.items()}
     limits = resources.setdefault("limits", {})
-    limits[gpu_resource(sd.spec.accelerator)] = sd.spec.accelerator.count
+    limits[gpu_resource(sd.spec.accelerator)] = str(sd.spec.accelerator.count)  # a quantity, as the API stores it
     return resources
 
 
