@@ -28,6 +28,16 @@ BIN="$CP_DIR/bin"
 RECIPE=1
 K8S_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
 COMPONENTS=("${K8S_COMPONENTS[@]}" etcd)
+# The upstream CRDs of what the operator and the chart write besides core objects, from their own modules,
+# copied beside the binaries (bin/../crds/): Gateway API's HTTPRoute, the Prometheus Operator's monitors.
+GATEWAY_API="sigs.k8s.io/gateway-api@${SPECPILOT_GATEWAY_API_VERSION:-v1.6.3}"
+PROMETHEUS_OPERATOR="github.com/prometheus-operator/prometheus-operator@${SPECPILOT_PROMETHEUS_OPERATOR_VERSION:-v0.88.0}"
+CRDS_DIR="$CP_DIR/crds"
+CRDS_STAMP="$CRDS_DIR/.stamp"
+CRD_FILES=("$GATEWAY_API config/crd/standard/gateway.networking.k8s.io_httproutes.yaml"
+           "$PROMETHEUS_OPERATOR example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"
+           "$PROMETHEUS_OPERATOR example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+           "$PROMETHEUS_OPERATOR example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml")
 
 build_key() {
   case "$1" in
@@ -49,6 +59,7 @@ is_built() {
 all_built() {
   local c
   for c in "${COMPONENTS[@]}"; do is_built "$c" || return 1; done
+  [[ -f "$CRDS_STAMP" && "$(<"$CRDS_STAMP")" == "$GATEWAY_API $PROMETHEUS_OPERATOR" ]]
 }
 
 # Fast path: nothing to do.
@@ -219,7 +230,22 @@ build_etcd() {
     "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$ETCD_VERSION" 1
 }
 
+fetch_crds() {
+  [[ -f "$CRDS_STAMP" && "$(<"$CRDS_STAMP")" == "$GATEWAY_API $PROMETHEUS_OPERATOR" ]] && return 0
+  mkdir -p "$CRDS_DIR"
+  local entry module file dir
+  for entry in "${CRD_FILES[@]}"; do
+    read -r module file <<<"$entry"
+    dir="$(module_info "$module" | json_field Dir)"
+    [[ -f "$dir/$file" ]] || { log "$module has no $file"; exit 1; }
+    cp "$dir/$file" "$CRDS_DIR/"
+  done
+  echo "$GATEWAY_API $PROMETHEUS_OPERATOR" >"$CRDS_STAMP"
+  log "upstream CRDs in $CRDS_DIR"
+}
+
 start=$SECONDS
+fetch_crds
 build_etcd
 build_kubernetes
 log "control plane $K8S_VERSION (etcd $ETCD_VERSION) ready in $BIN after $((SECONDS - start))s"

@@ -141,7 +141,7 @@ def test_resource_name_is_what_the_pods_request(fit: Cluster) -> None:
     sd = example("ngram", accelerator={"vendor": "amd", "count": 1, "resourceName": "amd.com/gpu-cpx"})
     assert fit.apply(sd, ns).returncode == 0
     pod = wait_for("a Pending pod", lambda: fit.items("pods", "-n", ns))[0]
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu-cpx": 1}
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu-cpx": "1"}  # a quantity
     scheduled = wait_for("the scheduler's verdict", lambda: next(
         (c for c in (fit.items("pods", "-n", ns)[0].get("status") or {}).get("conditions") or []
          if c["type"] == "PodScheduled" and c["status"] == "False"), None))

@@ -32,7 +32,8 @@ def test_a_read_write_once_cache_mounted_by_several_pods_is_warned(cluster: Clus
                                                     if e["message"] == cond["message"]])
     assert all(e["type"] == "Warning" for e in warned)
     before = len(events(cluster, ns, "ModelCacheReadWriteOnce"))
-    assert "ReadWriteOnce" in cluster.kubectl("get", "pvc", "models", "-n", ns).stdout
+    assert "ReadWriteOnce" in cluster.kubectl("get", "pvc", "models", "-n", ns, "-o",
+                                              "jsonpath={.spec.accessModes}").stdout
     # One pod and no canary: nothing to share, the condition goes.
     cluster.kubectl("patch", "sd", name, "-n", ns, "--type", "merge", "-p", json.dumps({"spec": {"replicas": 1}}))
     wait_for("the ModelCache condition to go", lambda: _reason(cluster, ns, name) is None)

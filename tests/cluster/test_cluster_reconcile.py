@@ -69,7 +69,7 @@ def test_apply_creates_the_rendered_children_and_reports_ready(cluster: Cluster,
     assert {c["type"] for c in status["conditions"]} == {"Ready", "Progressing", "SpecValid", "Tuning", "Degraded"}
     pods = cluster.items("pods", "-n", ns, "-l", f"specpilot.io/deployment={name}")
     assert [p["status"]["phase"] for p in pods] == ["Running"]
-    assert pods[0]["status"]["podIP"].startswith("127.")
+    assert pods[0]["status"]["podIP"].startswith("10.244.")  # the node agent's addresses
     endpoints = cluster.get("endpoints", "-n", ns, name)
     assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == [pods[0]["status"]["podIP"]]
 
@@ -137,7 +137,8 @@ def test_spec_refused_by_the_api_creates_nothing(cluster: Cluster, ns: str) -> N
     obj["spec"]["replicas"] = -1                       # schema: minimum 0
     done = cluster.apply(obj, ns)
     assert done.returncode != 0 and "spec.replicas" in done.stderr
-    assert cluster.items("sd,deploy,cm,svc", "-n", ns) == []
+    assert cluster.items("sd,deploy,cm,svc", "-n", ns, "-l", "app.kubernetes.io/managed-by=specpilot") == []
+    assert cluster.items("sd", "-n", ns) == []
 
 
 def test_semantically_invalid_spec_sets_specvalid_false_and_touches_nothing(cluster: Cluster, ns: str) -> None:
@@ -214,7 +215,10 @@ def test_delete_removes_every_child(cluster: Cluster, ns: str) -> None:
     cluster.apply(obj, ns)
     wait_for("Ready", lambda: _ready(cluster, ns, name))
     assert cluster.kubectl("delete", "sd", "-n", ns, name, "--timeout=60s").returncode == 0
-    wait_for("children gone", lambda: cluster.items("deploy,rs,pods,cm,svc,endpoints", "-n", ns) == [])
+    # Every namespace keeps what Kubernetes puts there (kube-root-ca.crt); the children are the labelled rest.
+    wait_for("children gone", lambda: cluster.items("deploy,rs,pods,cm,svc,endpointslices", "-n", ns, "-l",
+                                                    f"specpilot.io/deployment={name}") == [])
+    wait_for("pods gone", lambda: cluster.items("pods", "-n", ns) == [])
 
 
 def test_operator_metrics(cluster: Cluster, ns: str) -> None:

@@ -21,8 +21,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from specpilot.api.crd import crd as specpilot_crd
-from specpilot_harness.controlplane.controlplane import ControlPlane
+from specpilot_harness.controlplane.controlplane import ControlPlane, binaries
 from specpilot_harness.nodes.agent import NodeAgent, NodeSpec
 from specpilot_harness.nodes.api import Credentials
 from specpilot_harness.sandbox.kubeconfig import Access, write_kubeconfig
@@ -32,6 +34,13 @@ from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
 # "One node that fits every pod", as the emulated sandbox's default: GPUs enough for any test or demo.
 ROOMY_GPUS = 10_000
 ESTABLISHED_TIMEOUT_S = 30.0
+
+
+def upstream_crds() -> list[dict[str, Any]]:
+    """The CRDs scripts/build-control-plane.sh fetched from their projects' modules (Gateway API's HTTPRoute,
+    the Prometheus Operator's PodMonitor, ServiceMonitor, PrometheusRule): what the operator and the chart
+    write is validated by the server as on a user's cluster."""
+    return [yaml.safe_load(path.read_text()) for path in sorted((binaries().parent / "crds").glob("*.yaml"))]
 
 
 class RealSandbox:
@@ -54,7 +63,8 @@ class RealSandbox:
         self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, None, 60.0, port)
         self.url = self.plane.url
         if install_crd:
-            await asyncio.to_thread(self.install, specpilot_crd())
+            for crd in [specpilot_crd(), *upstream_crds()]:
+                await asyncio.to_thread(self.install, crd)
         admin = self.plane.pki.admin
         self.agent = NodeAgent(Credentials(self.url, self.plane.ca_path, admin.cert, admin.key), self.node_specs,
                                self.runtime, self.probe_period_s)
