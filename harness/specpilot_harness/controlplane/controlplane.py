@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from specpilot_harness.controlplane import etcd
+from specpilot_harness.controlplane import audit, etcd
 from specpilot_harness.controlplane.kubeconfig import write_cert_kubeconfig, write_token_kubeconfig
 from specpilot_harness.controlplane.pki import Pki, create_pki
 from specpilot_harness.controlplane.process import Component, https_ok
@@ -55,7 +55,7 @@ class Ports:
         return cls(free_port(), free_port(), apiserver or free_port(), free_port(), free_port())
 
 
-def _apiserver_argv(binary: Path, pki: Pki, ports: Ports, tokens: Path) -> list[str]:
+def _apiserver_argv(binary: Path, pki: Pki, ports: Ports, tokens: Path, extra: list[str] | None = None) -> list[str]:
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
@@ -79,6 +79,7 @@ def _apiserver_argv(binary: Path, pki: Pki, ports: Ports, tokens: Path) -> list[
         # and scheduler's watches to drain, which they never do, and a restart took 15 s (the SIGKILL timeout).
         "--shutdown-watch-termination-grace-period=2s",
         "--profiling=false",
+        *(extra or []),
     ]
 
 
@@ -124,12 +125,18 @@ def _kubeconfig_path(workdir: Path, name: str) -> Path:
     return workdir / "kubeconfigs" / f"{name}.kubeconfig"
 
 
+def _audit_log_path(workdir: Path) -> Path:
+    return workdir / "logs" / "audit.log"
+
+
 class ControlPlane:
     """A running control plane; `ControlPlane.start(workdir)` makes one, `stop()` (or leaving a `with`
     block) ends every process it started."""
 
-    def __init__(self, workdir: Path, pki: Pki, ports: Ports, components: list[Component], admin_token: str) -> None:
+    def __init__(self, workdir: Path, pki: Pki, ports: Ports, components: list[Component], admin_token: str,
+                 audited: bool = False) -> None:
         self.workdir = workdir
+        self.audited = audited
         self.admin_token = admin_token
         self.pki = pki
         self.ports = ports
@@ -137,9 +144,10 @@ class ControlPlane:
 
     @classmethod
     def start(cls, workdir: Path, bin_dir: Path | None = None, timeout_s: float = START_TIMEOUT_S,
-              apiserver_port: int = 0) -> ControlPlane:
+              apiserver_port: int = 0, audit_log: bool = False) -> ControlPlane:
         """Fresh PKI and data under `workdir`; returns once the apiserver's /readyz and the controller-manager's
-        and scheduler's /healthz answer 200. Each component gets `timeout_s` to get there."""
+        and scheduler's /healthz answer 200. Each component gets `timeout_s` to get there. `audit_log`: the
+        apiserver logs every request (Metadata level) to `audit_log_path`, read back by `audit_records`."""
         bins = bin_dir if bin_dir is not None else binaries()
         pki = create_pki(workdir / "pki", SERVICE_CIDR)
         ports = Ports.pick(apiserver_port)
@@ -160,6 +168,9 @@ class ControlPlane:
         anonymous = ssl.create_default_context(cafile=pki.ca.cert)
         etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
         logs = workdir / "logs"
+        audit_policy = workdir / "audit-policy.yaml"
+        audit_flags = (audit.apiserver_flags(audit.write_policy(audit_policy), _audit_log_path(workdir))
+                       if audit_log else [])
         components = [
             Component(
                 ETCD,
@@ -169,7 +180,7 @@ class ControlPlane:
             ),
             Component(
                 APISERVER,
-                _apiserver_argv(bins / APISERVER, pki, ports, tokens),
+                _apiserver_argv(bins / APISERVER, pki, ports, tokens, audit_flags),
                 logs / "kube-apiserver.log",
                 lambda: https_ok(f"{url}/readyz", as_admin),
             ),
@@ -186,7 +197,7 @@ class ControlPlane:
                 lambda: https_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", anonymous),
             ),
         ]
-        plane = cls(workdir, pki, ports, components, admin_token)
+        plane = cls(workdir, pki, ports, components, admin_token, audited=audit_log)
         try:
             for component in components:
                 component.start(timeout_s)
@@ -220,6 +231,17 @@ class ControlPlane:
     def token_kubeconfig(self, name: str, token: str, namespace: str = "default") -> Path:
         """A kubeconfig for a bearer token: a ServiceAccount's, as the operator authenticates in a cluster."""
         return write_token_kubeconfig(_kubeconfig_path(self.workdir, name), self.url, self.ca_path, token, namespace)
+
+    @property
+    def audit_log_path(self) -> Path:
+        """The apiserver's audit log (JSON lines), written when started with `audit_log=True`."""
+        return _audit_log_path(self.workdir)
+
+    def audit_records(self, user: str | None = None) -> list[audit.AuditRecord]:
+        """Every request the apiserver has answered so far, one record each (only `user`'s when given)."""
+        if not self.audited:
+            raise RuntimeError("this control plane was started without audit_log=True")
+        return audit.read(self.audit_log_path, user)
 
     def pids(self) -> dict[str, int]:
         """The running components' process ids, by component name."""
