@@ -1,7 +1,8 @@
 {{/*
-What the operator does in a watched namespace. tests/chart/test_chart_rbac.py records the API calls the
-operator makes against the sandbox and checks them against these rules both ways: every call allowed,
-every grant used. No wildcards; Secrets only read for their labels (operator.policy.secretReferences).
+What the operator does in a watched namespace. tests/chart/test_chart_rbac.py runs the operator as the
+chart's ServiceAccount on a real kube-apiserver, which enforces these rules, and checks them both ways from
+its audit log: every call allowed, every grant used. No wildcards; Secrets only read for their labels
+(operator.policy.secretReferences).
 */}}
 {{- define "specpilot.namespacedRules" -}}
 # The SpeculativeDeployments it reconciles: read, watch (Kopf), patch finalizers and annotations (Kopf).
@@ -13,13 +14,15 @@ every grant used. No wildcards; Secrets only read for their labels (operator.pol
   verbs: ["patch"]
 # Children rendered for each SpeculativeDeployment: watched (Kopf) and listed to find drift, read by name
 # before one is created (an object of that name the operator does not own is never written), written by
-# server-side apply (a patch that creates what is missing), deleted when no longer rendered.
+# server-side apply (a patch that creates what is missing), deleted when no longer rendered. create: an
+# apply that creates the object is authorized by kube-apiserver as a create too, not only as a patch
+# (without it the first reconcile of every SpeculativeDeployment is forbidden).
 - apiGroups: [""]
   resources: ["configmaps", "services"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The tuning loop finds each track's pods (and their IPs) to scrape their vLLM metrics, and their
 # ReplicaSets to keep only pods its own Deployments made (a labelled stranger is ignored).
 - apiGroups: [""]
