@@ -112,7 +112,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "kube-system", stdout=log, stderr=log)
     windows, watch = Windows(), None
     try:
-        async with api_session(url, kubeconfig) as http:
+        async with api_session(url, kubeconfig, workdir) as http:
             path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
             watch = asyncio.create_task(_watch(http, path, windows))
             applied = time.monotonic()

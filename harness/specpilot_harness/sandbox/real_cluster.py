@@ -46,9 +46,11 @@ def upstream_crds() -> list[dict[str, Any]]:
 class RealSandbox:
     def __init__(self, runtime: PodRuntime | None = None, probe_period_s: float = 1.0, nodes: int = 0,
                  gpus_per_node: int = 8, gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
-                 workdir: Path | None = None) -> None:
+                 workdir: Path | None = None, audit: bool = False) -> None:
         """`nodes` > 0: that many nodes (sandbox-1..) with `gpus_per_node` of each of `gpu_resources`; 0: one
-        node, `sandbox`, that fits every pod."""
+        node, `sandbox`, that fits every pod. `workdir` (default: a temporary directory, removed at stop) keeps the
+        PKI, etcd's data and the components' logs; `audit` logs every API request there (logs/audit.log)."""
+        self.audit = audit
         self.runtime, self.probe_period_s = runtime, probe_period_s
         self.node_specs = [NodeSpec(f"sandbox-{i + 1}", {r: gpus_per_node for r in gpu_resources})
                            for i in range(nodes)] or [NodeSpec("sandbox", {r: ROOMY_GPUS for r in gpu_resources},
@@ -60,7 +62,7 @@ class RealSandbox:
         self.url = ""
 
     async def start(self, port: int = 0, install_crd: bool = True) -> str:
-        self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, None, 60.0, port)
+        self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, None, 60.0, port, self.audit)
         self.url = self.plane.url
         if install_crd:
             for crd in [specpilot_crd(), *upstream_crds()]:
