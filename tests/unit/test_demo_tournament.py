@@ -22,7 +22,7 @@ from specpilot_harness.demo.mix import is_mixed
 from specpilot_harness.demo.plot import tournament_plot
 from specpilot_harness.demo.session import DemoError, DemoOptions, load_profile, manifest, resolve_profile
 from specpilot_harness.demo.view import tournament_dashboard, tournament_summary
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext
 from specpilot_harness.sandbox.sim_pods import (ARTICLE_TOURNAMENTS, DEFAULT_PROFILE_FILES, SimEngineRuntime,
                                                 read_profiles)
 

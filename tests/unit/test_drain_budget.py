@@ -12,7 +12,7 @@ import pytest
 from specpilot.api.validate import load
 from specpilot.render import render
 from specpilot.render.pod import PRESTOP_S
-from specpilot_harness.sandbox.pods import pre_stop_sleep
+from specpilot_harness.sandbox.pod_runtime import pre_stop_sleep
 from specpilot_harness.sim.profile import read_profile
 from specpilot_harness.sim.server import SimConfig, SimServer
 from specpilot_runtime import engine

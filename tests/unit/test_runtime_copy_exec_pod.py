@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap, bind_mode_available
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext
 
 from specpilot.api.validate import load
 from specpilot.render import render_track

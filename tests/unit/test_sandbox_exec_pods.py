@@ -13,7 +13,7 @@ import pytest
 
 from specpilot_harness.ports import free_port
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap, bind_mode_available
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext
 
 # A container program: serves /health once it has read its mounted config; on SIGTERM it records the
 # signal and how many preStop hooks ran before it, then exits 0.

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext
 from specpilot_harness.sandbox.sim_pods import SimEngineRuntime
 from specpilot_harness.sim.profile import ProfileError
 from specpilot_harness.ports import free_port

@@ -25,7 +25,7 @@ from typing import Any
 
 from specpilot_harness.nodes.addresses import AddressPool
 from specpilot_harness.nodes.api import Api, ApiError, Credentials
-from specpilot_harness.sandbox.pods import NoopRuntime, PodContext, PodRuntime
+from specpilot_harness.sandbox.pod_runtime import NoopRuntime, PodContext, PodRuntime
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import httpx
 
-from specpilot_harness.sandbox.pods import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ import hashlib
 import json
 import logging
 import random
-from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterator
 
 from specpilot_harness.sandbox.errors import ApiError
+from specpilot_harness.sandbox.pod_runtime import NoopRuntime, PodContext, PodRuntime
 from specpilot_harness.sandbox.pod_index import KEYS, Dirty, PodIndex
 from specpilot_harness.sandbox.resources import ResourceType
 from specpilot_harness.sandbox.rollout import rolling_sizes
@@ -44,77 +44,6 @@ DEADLINE_CHECK_S = 5.0
 FULL_PASS_S = 30.0
 # Objects a pass handles between turns of the event loop (requests, watches, probes).
 BREATHE_EVERY = 16
-
-
-@dataclass(frozen=True)
-class PodContext:
-    """What a PodRuntime gets about one pod, as a kubelet would see it."""
-
-    pod: dict[str, Any]
-    ip: str
-    # Files the pod's containers see from ConfigMap and Secret volumes: absolute path -> content.
-    files: dict[str, str]
-    # The pod's controllers, nearest first (ReplicaSet, Deployment, SpeculativeDeployment): a simulated
-    # engine reads its workload off the object that owns the pod, so nothing is copied onto real pods.
-    owners: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def name(self) -> str:
-        return str(self.pod["metadata"]["name"])
-
-    @property
-    def namespace(self) -> str:
-        return str(self.pod["metadata"]["namespace"])
-
-    def ports(self) -> dict[str, int]:
-        """Container ports by name (unnamed ones as "port-<number>")."""
-        return {p.get("name") or f"port-{p['containerPort']}": int(p["containerPort"])
-                for c in (self.pod.get("spec") or {}).get("containers") or [] for p in c.get("ports") or []}
-
-
-class PodRuntime(Protocol):
-    """What runs behind each sandbox pod."""
-
-    async def start(self, ctx: PodContext) -> None:
-        """Start the pod's process(es), bound to ctx.ip and its container ports. Raising fails the pod."""
-
-    async def ready(self, ctx: PodContext) -> bool:
-        """Whether the pod is Ready now (its readiness probe); polled every probe period."""
-
-    async def stop(self, ctx: PodContext) -> None:
-        """Stop what `start` started; the pod is gone."""
-
-    # Optional, looked up with getattr: `async def terminate(self, ctx) -> None`, a graceful delete: the
-    # containers' preStop hooks (`pre_stop_sleep`), then SIGTERM: stop taking new work and return once what
-    # is in flight has finished. Awaited within the grace period; `stop` follows either way.
-
-
-class NoopRuntime:
-    """Runs nothing: every pod is Ready as soon as it has an address."""
-
-    async def start(self, ctx: PodContext) -> None:
-        return None
-
-    async def ready(self, ctx: PodContext) -> bool:
-        return True
-
-    async def stop(self, ctx: PodContext) -> None:
-        return None
-
-
-def pre_stop_sleep(container: dict[str, Any]) -> float:
-    """Seconds a container's preStop hook waits: the `sleep` action, or an exec of `sleep N` (what serving
-    pods use), for runtimes that run no commands. Other hooks count as 0."""
-    hook = ((container.get("lifecycle") or {}).get("preStop")) or {}
-    if "sleep" in hook:
-        return float(hook["sleep"].get("seconds", 0))
-    command = (hook.get("exec") or {}).get("command") or []
-    if len(command) == 2 and command[0] in ("sleep", "/bin/sleep", "/usr/bin/sleep"):
-        try:
-            return max(0.0, float(command[1]))
-        except ValueError:
-            return 0.0
-    return 0.0
 
 
 def template_hash(template: dict[str, Any]) -> str:

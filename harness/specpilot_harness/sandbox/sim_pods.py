@@ -29,7 +29,7 @@ from specpilot_harness.sim import server as sim_server
 from specpilot_harness.bench.tournament import load_tournaments
 
 from specpilot.render.names import ENGINE_CONFIG_PATH
-from specpilot_harness.sandbox.pods import PodContext, pre_stop_sleep
+from specpilot_harness.sandbox.pod_runtime import PodContext, pre_stop_sleep
 
 # The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the
 # runtime's bundled examples, then the article's method head-to-heads (`specpilot bench tournament`), whose
