@@ -98,6 +98,10 @@ def _controller_manager_argv(binary: Path, pki: Pki, ports: Ports, kubeconfig: P
         f"--cluster-signing-cert-file={pki.ca.cert}",
         f"--cluster-signing-key-file={pki.ca.key}",
         "--leader-elect=false",
+        # Client-side rate limits of a real cluster's defaults (20 and 50 QPS) would make the scale benchmark
+        # measure them: a thousand Deployments need a thousand ReplicaSets, pods and bindings at once.
+        "--kube-api-qps=300",
+        "--kube-api-burst=600",
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.controller_manager}",
         f"--tls-cert-file={pki.controller_manager_serving.cert}",
@@ -113,6 +117,10 @@ def _scheduler_argv(binary: Path, pki: Pki, ports: Ports, kubeconfig: Path) -> l
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--leader-elect=false",
+        # Client-side rate limits of a real cluster's defaults (20 and 50 QPS) would make the scale benchmark
+        # measure them: a thousand Deployments need a thousand ReplicaSets, pods and bindings at once.
+        "--kube-api-qps=300",
+        "--kube-api-burst=600",
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.scheduler}",
         f"--tls-cert-file={pki.scheduler_serving.cert}",

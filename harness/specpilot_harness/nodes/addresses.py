@@ -1,5 +1,5 @@
 """Pod addresses that are not loopback: kube-apiserver refuses 127.0.0.0/8 in EndpointSlices (and so do
-Endpoints), so each pod gets an address of a private /24 added to this machine's `lo` interface. A process
+Endpoints), so each pod gets an address of a private /20 added to this machine's `lo` interface. A process
 binds it like any local address, and nothing leaves the machine: `lo` routes only to itself.
 
 (A network namespace with a veth pair per node would isolate pods further; the simulated engines run in the
@@ -15,8 +15,10 @@ import threading
 
 log = logging.getLogger(__name__)
 
-# 10.244.0.0/16 is what kubeadm clusters give pods; each harness takes a /24 of it that no other holds.
+# 10.244.0.0/16 is what kubeadm clusters give pods; each harness takes a /20 of it (4093 pods) that no other
+# holds, so sixteen run side by side.
 POOL = ipaddress.IPv4Network("10.244.0.0/16")
+BLOCK = 20
 DEVICE = "lo"
 
 
@@ -31,30 +33,30 @@ def _taken() -> set[ipaddress.IPv4Network]:
         if "/" in word and word[0].isdigit():
             address = ipaddress.ip_interface(word).ip
             if address in POOL:
-                nets.add(ipaddress.IPv4Network(f"{address}/24", strict=False))
+                nets.add(ipaddress.IPv4Network(f"{address}/{BLOCK}", strict=False))
     return nets
 
 
 class AddressPool:
-    """Addresses of one /24 of POOL on `lo`: `take` adds one, `give` removes it, `close` removes all."""
+    """Addresses of one /20 of POOL on `lo`: `take` adds one, `give` removes it, `close` removes all."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self.subnet = self._claim()
-        self._free = [str(h) for h in self.subnet.hosts()][1:]  # .1 is left for the nodes
+        self._free = [str(h) for h in self.subnet.hosts()][1:]  # the first is the nodes'
 
     @staticmethod
     def _claim() -> ipaddress.IPv4Network:
-        """A /24 nobody has an address in: its .1 is added at once, so a harness started beside this one
+        """A /20 nobody has an address in: its first is added at once, so a harness started beside this one
         sees it taken (a race between two that start together ends in `ip`'s 'exists', and a retry)."""
-        for subnet in POOL.subnets(new_prefix=24):
+        for subnet in POOL.subnets(new_prefix=BLOCK):
             if subnet in _taken():
                 continue
             first = f"{next(subnet.hosts())}/32"
             if _ip("addr", "add", first, "dev", DEVICE).returncode == 0:
                 return subnet
-        raise RuntimeError(f"no free /24 in {POOL} on {DEVICE} (or `ip addr add` is not allowed: run as root)")
+        raise RuntimeError(f"no free /{BLOCK} in {POOL} on {DEVICE} (or `ip addr add` is not allowed: run as root)")
 
     @property
     def node_address(self) -> str:

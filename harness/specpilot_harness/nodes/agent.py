@@ -167,9 +167,16 @@ class NodeAgent:
                 known.task = asyncio.create_task(self._terminate(known, pod))
             return
         if known is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            ctx = PodContext(pod, self.addresses.take(), await self._files(pod), await self._owners(pod))
-            known = self._pods[uid] = _Pod(uid, ctx)
-            known.task = asyncio.create_task(self._run(known))
+            # Set up in a task of its own: the watch must not wait on one pod's reads (a thousand pods
+            # bound at once would start one after another).
+            known = self._pods[uid] = _Pod(uid, PodContext(pod, "", {}))
+            known.task = asyncio.create_task(self._setup_and_run(known, pod))
+
+    async def _setup_and_run(self, pod: _Pod, live: dict[str, Any]) -> None:
+        """The pod's address, volumes and owners, then its containers."""
+        address = await asyncio.to_thread(self.addresses.take)
+        pod.ctx = PodContext(live, address, await self._files(live), await self._owners(live))
+        await self._run(pod)
 
     async def _run(self, pod: _Pod) -> None:
         backoff = self.restart_backoff_s[0]
@@ -217,10 +224,12 @@ class NodeAgent:
             return
         if pod.task is not None and pod.task is not asyncio.current_task():
             pod.task.cancel()
+        if not pod.ctx.ip:
+            return  # still being set up: nothing started, no address taken yet
         try:
             await self.runtime.stop(pod.ctx)
         finally:
-            self.addresses.give(pod.ctx.ip)
+            await asyncio.to_thread(self.addresses.give, pod.ctx.ip)
 
     async def _status(self, pod: _Pod, phase: str, ready: bool, waiting: tuple[str, str] | None = None) -> None:
         stamp = _now()
