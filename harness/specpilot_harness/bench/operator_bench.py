@@ -159,10 +159,23 @@ async def _sandbox(workdir: Path) -> tuple[asyncio.subprocess.Process, str, Path
 
 
 async def _watch(http: aiohttp.ClientSession, path: str, timeline: Timeline) -> None:
-    async with http.get(path, params={"watch": "true"}, timeout=aiohttp.ClientTimeout(total=None)) as resp:
-        async for line in resp.content:
-            event = json.loads(line)
-            timeline.observe(event["type"], event["object"])
+    """Every event at `path`, resumed from the last resourceVersion when the server ends the stream. Lines are
+    split here: a real API server's objects (managedFields, status) outgrow aiohttp's 64 KiB line limit."""
+    version = ""
+    while True:
+        params = {"watch": "true", **({"resourceVersion": version} if version else {})}
+        async with http.get(path, params=params, timeout=aiohttp.ClientTimeout(total=None)) as resp:
+            pending = b""
+            async for chunk in resp.content.iter_any():
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in filter(None, lines):
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") == "ERROR":
+                        version = ""
+                    else:
+                        timeline.observe(event["type"], obj)
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
