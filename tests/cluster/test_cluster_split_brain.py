@@ -1,7 +1,7 @@
 """Split brain: a leader whose process is frozen (SIGSTOP: a blocked event loop, a paused VM) while a
 standby takes the Lease over must write nothing when it wakes up, although its watch streams hand it a
-backlog of work. Every request the API server gets is recorded with its User-Agent, which names the
-replica (`specpilot/<identity>`, Kopf's own requests included)."""
+backlog of work. Every request the API server gets is in its audit log with its User-Agent, which names
+the replica (`specpilot/<identity>`, Kopf's own requests included)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ import yaml
 
 from specpilot.render.names import DEPLOYMENT_LABEL
 from specpilot_harness.ports import free_port
-from specpilot_harness.sandbox.cluster import Sandbox
+from specpilot_harness.controlplane import audit
+from specpilot_harness.sandbox.real_cluster import RealSandbox
 
 NS = "split"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/specpilot-operator"
 SD_API = "/apis/specpilot.io/v1alpha1"
-WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 WAIT_S = 60.0
 
 
@@ -43,15 +44,12 @@ async def _operator(identity: str, kubeconfig: Path, log: Path) -> asyncio.subpr
 
 
 async def test_a_frozen_leader_writes_nothing_after_the_standby_takes_over(tmp_path: Path) -> None:
-    sandbox = Sandbox()
-    writes: list[tuple[str, str, str]] = []
-    inner = sandbox.api._dispatch  # every request's one entry point (sandbox/server.py)
+    sandbox = RealSandbox(workdir=tmp_path / "cluster", audit=True)
 
-    async def recording(request: Any) -> Any:
-        if request.method in WRITES:
-            writes.append((request.headers.get("User-Agent", ""), request.method, request.path))
-        return await inner(request)
-    sandbox.api._dispatch = recording  # type: ignore[method-assign]
+    def writes() -> list[tuple[str, str, str]]:
+        """Every write the API server answered, oldest first: (User-Agent, verb, URI)."""
+        return [(r.user_agent, r.verb, r.uri) for r in audit.read(tmp_path / "cluster" / "logs" / "audit.log")
+                if r.verb in WRITES]
     url = await sandbox.start()
     kubeconfig = sandbox.write_kubeconfig(tmp_path / "kubeconfig")
     procs: list[asyncio.subprocess.Process] = []
@@ -94,13 +92,13 @@ async def test_a_frozen_leader_writes_nothing_after_the_standby_takes_over(tmp_p
             await _eventually("new to reconcile the change", lambda: observed(2))
             await _eventually("new to restore the ConfigMap", config_maps)
 
-            mark = len(writes)
+            mark = len(writes())
             old.send_signal(signal.SIGCONT)  # wakes up with a backlog of events and a stale belief
             code = await asyncio.wait_for(old.wait(), WAIT_S)
-            from_old = [w for w in writes[mark:] if w[0].startswith("specpilot/old")]
+            from_old = [w for w in writes()[mark:] if w[0].startswith("specpilot/old")]
             assert from_old == [], f"the stale leader wrote: {from_old}\n{(tmp_path / 'old.log').read_text()[-3000:]}"
             assert code == 1  # it stepped down to restart as a standby
-            assert any(w[0].startswith("specpilot/new") for w in writes)  # the recording sees the replicas
+            assert any(w[0].startswith("specpilot/new") for w in writes())  # the audit log sees the replicas
     finally:
         for proc in procs:
             if proc.returncode is None:
