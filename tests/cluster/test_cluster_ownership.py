@@ -102,3 +102,23 @@ def test_a_labelled_stranger_pod_is_not_served_nor_scraped(cluster: Cluster, ns:
     endpoints = cluster.get("endpoints", "-n", ns, name)
     addresses = [a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses") or []]
     assert ours["status"]["podIP"] in addresses and stranger["status"]["podIP"] not in addresses
+
+
+def test_a_pod_template_the_api_server_refuses_is_said_in_status(cluster: Cluster, ns: str) -> None:
+    sd = example("ngram")
+    name = sd["metadata"]["name"]
+    # The CRD takes tolerations as free-form objects; kube-apiserver refuses the Deployment (422).
+    sd["spec"].setdefault("engine", {})["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": "soon"}]
+    assert cluster.apply(sd, ns).returncode == 0
+    refused = wait_for("ChildrenApplied=False", lambda: (lambda c: c if (c or {}).get("status") == "False" else None)(
+        _condition(cluster, ns, name, "ChildrenApplied")))
+    assert refused["reason"] == "Refused" and "Deployment" in refused["message"]
+    assert "tolerationSeconds" in refused["message"] or "422" in refused["message"]
+    events = cluster.items("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")
+    assert any(e["reason"] == "ChildRefused" and e["type"] == "Warning" for e in events)
+    # Fixed by the user: applied, and the condition says so.
+    del sd["spec"]["engine"]["tolerations"]
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("Ready", lambda: _ready(cluster, ns, name))
+    assert _condition(cluster, ns, name, "ChildrenApplied")["status"] == "True"

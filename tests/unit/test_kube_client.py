@@ -178,3 +178,11 @@ def test_the_fence_is_checked_before_each_retry(api: FakeApi) -> None:
     with pytest.raises(NotLeader):
         kube.apply(CM)
     assert len(api.seen) == 1
+
+
+def test_a_body_server_side_apply_cannot_type_is_refused_not_retried() -> None:
+    # kube-apiserver answers an ill-typed field in an apply with a 500, which no retry will change.
+    typed = KubeError(500, "InternalError", "failed to create typed patch object (ns/x; apps/v1, Kind=Deployment): "
+                                            ".spec.template.spec.tolerations[0].tolerationSeconds: expected numeric")
+    assert not typed.retriable and not typed.transient
+    assert KubeError(500, "InternalError", "etcdserver: request timed out").retriable

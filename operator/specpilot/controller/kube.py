@@ -44,6 +44,7 @@ POOL_SIZE = RECONCILE_WORKERS + CONCURRENCY + EVENT_POSTERS
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+TYPED_PATCH_FAILURE = "failed to create typed patch object"
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 
@@ -55,7 +56,11 @@ class KubeError(Exception):
 
     @property
     def retriable(self) -> bool:
-        """Status 0 is a connection error; 429 and 5xx may go away; any other answer will not."""
+        """Status 0 is a connection error; 429 and 5xx may go away; any other answer will not, nor will a body
+        server-side apply cannot type (kube-apiserver answers that with a 500: a toleration's
+        `tolerationSeconds: "soon"` is "failed to create typed patch object ... expected numeric")."""
+        if self.status >= 500 and TYPED_PATCH_FAILURE in self.message:
+            return False
         return self.status == 0 or self.status == 429 or self.status >= 500
 
     @property
