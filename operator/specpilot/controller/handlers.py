@@ -4,8 +4,11 @@ Every trigger funnels into `Scheduler.request`, which serialises reconciles per 
 bursts (a rollout changes the Deployment's status many times; one reconcile after the burst is enough).
 A failed reconcile is retried with exponential backoff and full jitter, capped, until it succeeds: giving
 up after a few quick jittered attempts would leave a tuner's canary unrendered until the 60 s resync. An
-answer that will not change (a 4xx other than 429 and 409: a conflict is resolved by a fresh reconcile)
-is not retried, and a replica that is not the leader drops the work.
+answer that will not change (a 4xx other than 429, 409 and 403: a conflict is resolved by a fresh
+reconcile) is not retried, and a replica that is not the leader drops the work. A 403, and a child the API
+server refused (said in status), are retried on the same capped backoff: RBAC is fixed by someone else, and
+a kube-apiserver just restarted answers 403 until its authorizer's cache has synced (seen on the real
+control plane: a canary's ConfigMap refused then stayed missing until the resync).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Callable
 import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION
+from specpilot.controller import metric_names as m
 from specpilot.controller.kube import RECONCILE_WORKERS, Backoff, KubeError, NotLeader
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
@@ -61,7 +65,8 @@ class Scheduler:
             self._queued.discard(key)
             result = await asyncio.get_running_loop().run_in_executor(
                 self._pool, self.reconciler.reconcile, namespace, name)
-        self._failures.pop(key, None)
+        if result != m.RESULT_REFUSED:  # a refusal counts on: its retries back off (_requested)
+            self._failures.pop(key, None)
         if result is None:
             self.forget(namespace, name)
         else:
@@ -96,14 +101,14 @@ class Scheduler:
     async def _requested(self, namespace: str, name: str) -> None:
         key = (namespace, name)
         try:
-            await self.reconcile_now(namespace, name)
+            result = await self.reconcile_now(namespace, name)
         except NotLeader:
             self._queued.discard(key)  # not ours to do any more: the new leader reconciles it
         except Exception as exc:  # counted in metrics by the reconciler
             self._queued.discard(key)
             failures = self._failures[key] = self._failures.get(key, 0) + 1
             if not isinstance(exc, KubeError) and failures >= self.retry.attempts or \
-                    isinstance(exc, KubeError) and not exc.transient:
+                    isinstance(exc, KubeError) and not exc.transient and exc.status != 403:
                 self._failures.pop(key, None)
                 log.warning("reconcile of %s/%s failed, not retrying (the next change or resync will): %s",
                             namespace, name, exc)
@@ -111,6 +116,13 @@ class Scheduler:
             pause = self.retry.delay(min(failures - 1, 16))
             log.warning("reconcile of %s/%s failed, retry %d in %.1fs: %s", namespace, name, failures, pause, exc)
             self._keep(asyncio.ensure_future(self._later(pause, namespace, name)))
+        else:
+            if result == m.RESULT_REFUSED and not self._stopped:
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                pause = self.retry.delay(min(failures - 1, 16))
+                log.info("reconcile of %s/%s: a child was refused (see its ChildrenApplied condition), retry %d "
+                         "in %.1fs", namespace, name, failures, pause)
+                self._keep(asyncio.ensure_future(self._later(pause, namespace, name)))
 
     async def _later(self, pause: float, namespace: str, name: str) -> None:
         await asyncio.sleep(pause)

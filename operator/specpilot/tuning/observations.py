@@ -160,10 +160,13 @@ class WindowRecord:
         # What `record` writes: counts never negative (`delta` restarts them instead) and none above the drafts,
         # the load at least one sequence per pod (the judge takes its log), step times within their bounds.
         drafts = finite(d["drafts"], "record drafts", 0.0)
+        # A window with no step time is written as "t": null, which kube-apiserver's JSON merge patch drops
+        # inside a list (it prunes nulls from the new value): absent reads as null.
+        step_s = d.get("t")
         return cls(seq=whole(d["seq"], "record seq"), track=d["track"], n=whole_n(d["n"], "record n"),
                    drafts=drafts, accepted_per_pos=tuple(finite(a, "record acc", 0.0, drafts) for a in d["acc"]),
                    tokens_per_step=finite(d["l"], "record l", 1.0, MAX_N + 1),
-                   step_s=None if d["t"] is None else finite(d["t"], "record t", MIN_STEP_S, MAX_STEP_S),
+                   step_s=None if step_s is None else finite(step_s, "record t", MIN_STEP_S, MAX_STEP_S),
                    load=finite(d["b"], "record b", 1.0, MAX_LOAD),
                    drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0, drafts) for x in dr),
                    scheduled=d["s"] is True if "s" in d else dr is not None,
