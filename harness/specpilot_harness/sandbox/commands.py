@@ -14,6 +14,7 @@ from pathlib import Path
 from specpilot.controller import gc_policy
 from specpilot_harness.sandbox.cluster import Sandbox
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap
+from specpilot_harness.sandbox.fault_proxy import FaultProxy, in_front_of, proxy_kubeconfig_path
 from specpilot_harness.sandbox.pods import PodRuntime
 from specpilot_harness.sandbox.real_cluster import RealSandbox
 from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
@@ -38,6 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "source (scripts/build-control-plane.sh: a one-time build of about 20 minutes, then "
                         "cached), with fake GPU nodes; emulated: the harness's own API emulator (being retired). "
                         "Default from $SPECPILOT_SANDBOX_API")
+    p.add_argument("--fault-proxy", action="store_true",
+                   help="with --api real: a fault-injecting proxy in front of the API server, with the emulator's "
+                        "/sandbox/faults rules and /sandbox/control drills (restart kube-apiserver or etcd, expire "
+                        "watches); the operator talks to it, through the kubeconfig written beside --kubeconfig "
+                        "with the suffix .fault-proxy (docs/sandbox.md, \"API faults\")")
     p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
                    help="what runs behind each pod: a callable returning a PodRuntime (overrides --engine; "
                         "see specpilot_harness.sandbox.pods)")
@@ -74,14 +80,25 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
+    if args.fault_proxy and args.api != "real":
+        raise SystemExit("specpilot sandbox: --fault-proxy needs --api real (the emulator injects faults itself)")
     kind = RealSandbox if args.api == "real" else Sandbox
     sandbox = kind(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                    gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES)
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
-    operator = None if args.no_operator else await _operator(kubeconfig, args.metrics_port)
+    proxy: FaultProxy | None = None
+    operator_kubeconfig = kubeconfig
+    if args.fault_proxy:
+        assert isinstance(sandbox, RealSandbox)
+        proxy = await in_front_of(sandbox)
+        access = sandbox.access
+        operator_kubeconfig = proxy.write_kubeconfig(proxy_kubeconfig_path(kubeconfig), access.token, access.ca_pem)
+    operator = None if args.no_operator else await _operator(operator_kubeconfig, args.metrics_port)
+    proxy_line = "" if proxy is None else f"  fault proxy at {proxy.url}; the operator's kubeconfig: {operator_kubeconfig}\n"
     print(f"specpilot sandbox: API server at {url}\n"
           f"  export KUBECONFIG={kubeconfig}\n"
+          f"{proxy_line}"
           f"  kubectl apply -f deploy/examples/      # SpeculativeDeployments\n"
           f"  kubectl get sd,deploy,pods             # children appear; pods run on 127.x.y.z\n"
           f"  kubectl explain speculativedeployment.spec\n" +
@@ -108,9 +125,12 @@ async def serve(args: argparse.Namespace) -> int:
                 operator.kill()
     for task in waits:
         task.cancel()
+    if proxy is not None:
+        await proxy.stop()
     await sandbox.stop()
-    with contextlib.suppress(OSError):
-        os.unlink(kubeconfig)
+    for written in {kubeconfig, operator_kubeconfig}:
+        with contextlib.suppress(OSError):
+            os.unlink(written)
     return code
 
 
