@@ -26,7 +26,7 @@ TIME_SCALE, MIXED_TIME_SCALE = 3.0, 1.0
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo", help="the tuning loop end to end: sandbox, simulated vLLM pods, load, live tuner view",
-        description="Start a sandbox (emulated Kubernetes API, simulated vLLM engines, the operator), apply a "
+        description="Start a sandbox (a real Kubernetes control plane, simulated vLLM engines, the operator), apply a "
                     "SpeculativeDeployment at its method's usual N with tuning enabled, send load through its "
                     "Service, and show the tuner live: windows, survival per position, measured, predicted and "
                     "true goodput per N, decisions. Ends when the tuner converges (or at --time-limit) with a "

@@ -1,4 +1,5 @@
-"""`specpilot sandbox`: an emulated cluster on 127.0.0.1 with the CRD installed and the operator running."""
+"""`specpilot sandbox`: a real control plane on 127.0.0.1 (fake GPU nodes) with the CRDs installed and the operator
+running."""
 
 from __future__ import annotations
 
@@ -12,12 +13,10 @@ import sys
 from pathlib import Path
 
 from specpilot.controller import gc_policy
-from specpilot_harness.sandbox.cluster import Sandbox
 from specpilot_harness.sandbox.exec_pods import ExecRuntime, ImageMap
 from specpilot_harness.sandbox.fault_proxy import FaultProxy, in_front_of, proxy_kubeconfig_path
-from specpilot_harness.sandbox.pods import PodRuntime
-from specpilot_harness.sandbox.real_cluster import RealSandbox
-from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
+from specpilot_harness.sandbox.pod_runtime import PodRuntime
+from specpilot_harness.sandbox.real_cluster import DEFAULT_GPU_RESOURCES, RealSandbox
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, SimEngineRuntime
 
 DEFAULT_PORT = 16443
@@ -25,28 +24,29 @@ DEFAULT_KUBECONFIG = Path(".specpilot") / "sandbox.kubeconfig"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sandbox", help="run an emulated Kubernetes API server with the operator",
-                       description="Start an emulated Kubernetes API server on 127.0.0.1 with pods that run "
-                                   "locally, install the SpeculativeDeployment CRD, run the operator, write a "
-                                   "kubeconfig and wait for Ctrl-C. See docs/sandbox.md.")
+    p = sub.add_parser("sandbox", help="run a real Kubernetes control plane with fake GPU nodes and the operator",
+                       description="Start kube-apiserver, etcd, kube-controller-manager and kube-scheduler (built "
+                                   "from source once by scripts/build-control-plane.sh) on 127.0.0.1, fake GPU "
+                                   "nodes whose pods run locally, install the SpeculativeDeployment CRD, run the "
+                                   "operator, write a kubeconfig and wait for Ctrl-C. See docs/sandbox.md.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"API server port (default {DEFAULT_PORT}; 0 picks one)")
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG,
                    help=f"where to write the kubeconfig (default {DEFAULT_KUBECONFIG})")
     p.add_argument("--metrics-port", type=int, default=8080, help="operator /metrics port on 127.0.0.1 (default 8080)")
     p.add_argument("--no-operator", action="store_true", help="only the cluster; run `specpilot run` yourself")
-    p.add_argument("--api", choices=("real", "emulated"), default=os.environ.get("SPECPILOT_SANDBOX_API", "real"),
-                   help="real (default): kube-apiserver, etcd, kube-controller-manager and kube-scheduler built from "
-                        "source (scripts/build-control-plane.sh: a one-time build of about 20 minutes, then "
-                        "cached), with fake GPU nodes; emulated: the harness's own API emulator (being retired). "
-                        "Default from $SPECPILOT_SANDBOX_API")
+    p.add_argument("--workdir", type=Path, metavar="DIR",
+                   help="keep the control plane's PKI, etcd data and logs in DIR (default: a "
+                        "temporary directory, removed at exit)")
+    p.add_argument("--audit", action="store_true",
+                   help="kube-apiserver logs every request to DIR/logs/audit.log (--workdir)")
     p.add_argument("--fault-proxy", action="store_true",
-                   help="with --api real: a fault-injecting proxy in front of the API server, with the emulator's "
+                   help="a fault-injecting proxy in front of the API server, with the "
                         "/sandbox/faults rules and /sandbox/control drills (restart kube-apiserver or etcd, expire "
                         "watches); the operator talks to it, through the kubeconfig written beside --kubeconfig "
                         "with the suffix .fault-proxy (docs/sandbox.md, \"API faults\")")
     p.add_argument("--pod-runtime", metavar="MODULE:FACTORY",
                    help="what runs behind each pod: a callable returning a PodRuntime (overrides --engine; "
-                        "see specpilot_harness.sandbox.pods)")
+                        "see specpilot_harness.sandbox.pod_runtime)")
     p.add_argument("--engine", choices=("sim", "exec"), default="sim",
                    help="sim (default): a simulated vLLM engine for pods whose SpeculativeDeployment is "
                         "annotated specpilot.io/sim-profile (docs/simulator.md), nothing for others; exec: run each pod's real containers (command + "
@@ -80,17 +80,14 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 
 
 async def serve(args: argparse.Namespace) -> int:
-    if args.fault_proxy and args.api != "real":
-        raise SystemExit("specpilot sandbox: --fault-proxy needs --api real (the emulator injects faults itself)")
-    kind = RealSandbox if args.api == "real" else Sandbox
-    sandbox = kind(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                   gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES)
+    sandbox = RealSandbox(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                          gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES,
+                          workdir=args.workdir.resolve() if args.workdir else None, audit=args.audit)
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     proxy: FaultProxy | None = None
     operator_kubeconfig = kubeconfig
     if args.fault_proxy:
-        assert isinstance(sandbox, RealSandbox)
         proxy = await in_front_of(sandbox)
         access = sandbox.access
         operator_kubeconfig = proxy.write_kubeconfig(proxy_kubeconfig_path(kubeconfig), access.token, access.ca_pem)
@@ -100,7 +97,7 @@ async def serve(args: argparse.Namespace) -> int:
           f"  export KUBECONFIG={kubeconfig}\n"
           f"{proxy_line}"
           f"  kubectl apply -f deploy/examples/      # SpeculativeDeployments\n"
-          f"  kubectl get sd,deploy,pods             # children appear; pods run on 127.x.y.z\n"
+          f"  kubectl get sd,deploy,pods             # children appear; pods run on the sandbox's nodes\n"
           f"  kubectl explain speculativedeployment.spec\n" +
           ("" if operator is None else f"  operator metrics: http://127.0.0.1:{args.metrics_port}/metrics\n") +
           "Ctrl-C stops everything.", flush=True)

@@ -1,7 +1,7 @@
 """The sandbox on a real control plane: kube-apiserver, etcd, kube-controller-manager and kube-scheduler built
 from source (harness/specpilot_harness/controlplane), the specpilot CRD applied to it, and the node agent
-(harness/specpilot_harness/nodes) playing the kubelet of fake GPU nodes. Same interface as the emulated
-`Sandbox` (cluster.py): `start`, `access`, `write_kubeconfig`, `stop`.
+(harness/specpilot_harness/nodes) playing the kubelet of fake GPU nodes: `start`, `access`,
+`write_kubeconfig`, `stop`.
 
 What is real: every API request, admission (the CRD's schema and CEL, RBAC, Pod Security), Deployments ->
 ReplicaSets -> Pods, EndpointSlices, garbage collection and scheduling. What is emulated, because it cannot run
@@ -24,14 +24,16 @@ from typing import Any
 import yaml
 
 from specpilot.api.crd import crd as specpilot_crd
+from specpilot.api.models import GPU_RESOURCES
 from specpilot_harness.controlplane.controlplane import ControlPlane, binaries
 from specpilot_harness.nodes.agent import NodeAgent, NodeSpec
 from specpilot_harness.nodes.api import Credentials
 from specpilot_harness.sandbox.kubeconfig import Access, write_kubeconfig
-from specpilot_harness.sandbox.pods import PodRuntime
-from specpilot_harness.sandbox.scheduling import DEFAULT_GPU_RESOURCES
+from specpilot_harness.sandbox.pod_runtime import PodRuntime
 
-# "One node that fits every pod", as the emulated sandbox's default: GPUs enough for any test or demo.
+# What the nodes advertise by default: every vendor's GPU resource.
+DEFAULT_GPU_RESOURCES = tuple(sorted(GPU_RESOURCES.values()))
+# The default single node fits every pod: GPUs enough for any test or demo.
 ROOMY_GPUS = 10_000
 ESTABLISHED_TIMEOUT_S = 30.0
 
