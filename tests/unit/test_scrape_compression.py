@@ -183,7 +183,10 @@ def test_sixteen_gzip_bombs_are_refused_within_little_memory(encoding: str) -> N
     # it includes the imports' own peak), 63 MiB of Python allocations at most (16 pods of up to the 4 MiB
     # cap), 0.5 CPU-s. Before, one layer took +955 MiB of peak RSS and 3.2 CPU-s; two layers took 4.4 GiB
     # and 87 CPU-s and had not finished after two minutes (the event loop decoding, the deadline unheard).
-    assert got["rss_growth_mib"] < 200 and got["traced_peak_mib"] < 200, got  # type: ignore[operator]
+    # RSS also counts what the child's imports and event loop peak at, which moves with the machine's load
+    # (+60 MiB quiet, +210 MiB beside a full test run): the bound is the chart's limit with room to spare; the
+    # scrape's own allocations (tracemalloc) are what the fix bounds.
+    assert got["rss_growth_mib"] < 400 and got["traced_peak_mib"] < 200, got  # type: ignore[operator]
 
 
 def test_identity_is_asked_for() -> None:
