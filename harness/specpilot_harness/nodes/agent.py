@@ -78,7 +78,8 @@ class NodeAgent:
         for spec in self.nodes.values():
             await self._register(spec)
         self._tasks = [asyncio.create_task(self._heartbeat(), name="node-heartbeat"),
-                       asyncio.create_task(self._watch_pods(), name="node-pods")]
+                       asyncio.create_task(self._watch_pods(), name="node-pods"),
+                       asyncio.create_task(self._provision(), name="node-volumes")]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -137,6 +138,32 @@ class NodeAgent:
                                                {"status": {"conditions": self._node_status(spec)["conditions"]}})
                 except Exception as exc:  # the API server may be restarting: the next beat tries again
                     log.info("node %s heartbeat failed: %s", spec.name, exc)
+
+    # ---- volumes ---------------------------------------------------------------------------------
+
+    async def _provision(self) -> None:
+        """A volume for every claim that waits for one, as a cluster's local-path provisioner makes them: a
+        PersistentVolume pre-bound to the claim (kube-controller-manager binds the pair; the scheduler refuses
+        pods whose claims are unbound). What backs it is the PodRuntime's business (exec_pods.py: a directory
+        per claim)."""
+        async for event, claim in self.api.watch("/api/v1/persistentvolumeclaims"):
+            meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+            if event == "DELETED" or spec.get("volumeName") or spec.get("storageClassName"):
+                continue
+            volume = {"apiVersion": "v1", "kind": "PersistentVolume",
+                      "metadata": {"name": f"pvc-{meta.get('uid', '')}", "labels": {"specpilot.io/harness-volume": "true"}},
+                      "spec": {"capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {})
+                                            .get("storage", "1Gi")},
+                               "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                               "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                               "hostPath": {"path": f"/var/lib/specpilot-harness/{meta.get('uid', '')}"},
+                               "claimRef": {"namespace": meta.get("namespace"), "name": meta.get("name"),
+                                            "uid": meta.get("uid")}}}
+            try:
+                await self.api.create("/api/v1/persistentvolumes", volume)
+            except ApiError as exc:
+                if exc.status != 409:  # made already
+                    log.info("no volume for claim %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
 
     # ---- pods ------------------------------------------------------------------------------------
 
