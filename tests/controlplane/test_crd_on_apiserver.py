@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 import re
 import sys
 from collections.abc import Iterator
@@ -97,9 +98,17 @@ def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def applied(admin: Path) -> Path:
     """The CRD applied as checked in, Established, and a namespace to judge objects in."""
-    kubectl(admin, "apply", "-f", str(CRD))
-    kubectl(admin, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=30s")
-    kubectl(admin, "create", "namespace", NAMESPACE)
+    # Each step until it succeeds: a just-started kube-apiserver on a loaded machine may still answer 429
+    # ("storage is (re)initializing") or time out for a few seconds after its /readyz.
+    for args in (("apply", "-f", str(CRD)), ("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=30s"),
+                 ("apply", "-f", "-")):
+        stdin = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}) \
+            if args[-1] == "-" else None
+        deadline = time.monotonic() + 60
+        while (done := kubectl(admin, *args, stdin=stdin, check=False)).returncode != 0:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+            time.sleep(1)
     return admin
 
 
