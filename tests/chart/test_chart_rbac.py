@@ -28,10 +28,7 @@ import yaml
 from helm_tools import CHART, HELM, KUBECTL, NAMESPACE, RELEASE, ROOT, by_kind
 
 from specpilot.render.names import DEPLOYMENT_LABEL
-from specpilot_harness.controlplane import ControlPlane
 from specpilot_harness.controlplane.audit import AuditRecord
-from specpilot_harness.nodes.agent import NodeAgent
-from specpilot_harness.nodes.api import Credentials
 from specpilot_harness.ports import free_port
 from specpilot_harness.sandbox.real_cluster import RealSandbox
 
@@ -48,21 +45,6 @@ NOT_EXERCISED = {
     ("", "secrets", "get"),
 }
 Grant = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
-
-
-class AuditedSandbox(RealSandbox):
-    """The real sandbox (control plane, node agent) with the apiserver's audit log on, and no CRD: the chart
-    installs its own."""
-
-    async def start(self, port: int = 0, install_crd: bool = False) -> str:  # install_crd: the chart's job here
-        self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, apiserver_port=port, audit_log=True)
-        self.url = self.plane.url
-        admin = self.plane.pki.admin
-        self.agent = NodeAgent(Credentials(self.url, self.plane.ca_path, admin.cert, admin.key), self.node_specs,
-                               self.runtime, self.probe_period_s)
-        await self.agent.start()
-        await asyncio.to_thread(self.wait_for_service_account, "default")
-        return self.url
 
 
 class Tools:
@@ -225,11 +207,11 @@ async def _install_chart(tools: Tools, chart_args: tuple[str, ...]) -> list[dict
 
 async def _record(chart_args: tuple[str, ...], tmp_path: Path) -> tuple[list[AuditRecord], list[dict[str, Any]], str]:
     """Runs the scenario; the ServiceAccount's requests, the release's objects and the ServiceAccount's name."""
-    sandbox = AuditedSandbox()
+    sandbox = RealSandbox(audit=True)
     log = tmp_path / "operator.log"
     operator = None
     try:
-        await sandbox.start()
+        await sandbox.start(install_crd=False)  # the chart installs its own
         plane = sandbox.plane
         assert plane is not None
         tools = Tools(plane.admin_kubeconfig, tmp_path)

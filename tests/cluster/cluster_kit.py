@@ -140,18 +140,19 @@ class Cluster:
         return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
-def keep_running(cluster: Cluster, identity: str, lease_duration: int) -> Callable[[], None]:
+def keep_running(cluster: Cluster, identity: str, lease_duration: int, *extra: str) -> Callable[[], None]:
     """Start an operator and start it again whenever it exits, as the kubelet restarts a container
     (restartPolicy: Always): an operator that lost its Lease exits on purpose and comes back as a standby.
-    Returns what stops the supervision (before stop_cluster)."""
+    `extra`: more `specpilot run` arguments (its own --kubeconfig, say). Returns what stops the supervision
+    (before stop_cluster)."""
     stop = threading.Event()
-    first = cluster.start_operator(identity, lease_duration=lease_duration)
+    first = cluster.start_operator(identity, *extra, lease_duration=lease_duration)
 
     def watch() -> None:
         current = first
         while not stop.wait(0.5):
             if current.proc.poll() is not None:
-                current = cluster.start_operator(identity, lease_duration=lease_duration)
+                current = cluster.start_operator(identity, *extra, lease_duration=lease_duration)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()

@@ -103,28 +103,6 @@ def set_verbs(cluster: Cluster, role: str, group: str, resource: str,
     return before
 
 
-def keep_operator(cluster: Cluster, identity: str, lease_duration: int, kubeconfig: Path) -> Callable[[], None]:
-    """cluster_kit.keep_running with the operator's own kubeconfig: started again whenever it exits, as
-    its pod would be. Returns what stops the supervision (before stop_cluster)."""
-    stop = threading.Event()
-    extra = ("--kubeconfig", str(kubeconfig))
-    first = cluster.start_operator(identity, *extra, lease_duration=lease_duration)
-
-    def watch() -> None:
-        current = first
-        while not stop.wait(0.5):
-            if current.proc.poll() is not None:
-                current = cluster.start_operator(identity, *extra, lease_duration=lease_duration)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-
-    def done() -> None:
-        stop.set()
-        thread.join(5)
-    return done
-
-
 def in_namespace(ns: str, **rule: Any) -> dict[str, Any]:
     """A rule for the operator's requests about objects in `ns` (its cluster-wide watches are not hit)."""
     return {"path": f"/namespaces/{ns}/", **rule}

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import pytest
-from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
-from fault_kit import (Recorder, add_faults, chart_rbac, clear_faults, drill, faults, in_namespace, keep_operator,
+from cluster_kit import Cluster, keep_running, start_cluster, stop_cluster, wait_for
+from fault_kit import (Recorder, add_faults, chart_rbac, clear_faults, drill, faults, in_namespace,
                        operator_kubeconfig, peak_rate, proxy_stats, set_verbs)
 from tuning_kit import condition, decisions, deployment, events, start_load, stop_load, tuned, tuning
 
@@ -145,7 +145,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         # both back to back with 30% of the remaining requests failing, nor always an etcd restart; then
         # the operator steps down and exits, and comes back as its pod would. The round must hold across
         # that too.
-        unsupervise = keep_operator(c, "main", 15, kubeconfig)
+        unsupervise = keep_running(c, "main", 15, "--kubeconfig", str(kubeconfig))
         wait_for("the operator to take the lease", lambda: c.lease_holder() == "main")
         yield c
     finally:
