@@ -72,18 +72,23 @@ demo: tools
 	$(BIN)/specpilot demo
 
 bench: tools
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5 --floor
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --canary-mode surge
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout2.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout3.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5 --confidence 0.85
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load.json --seeds 5 --mode schedule --floor
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout.json --seeds 5 --mode schedule --floor
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout2.json --seeds 5 --mode schedule --floor
-	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout3.json --seeds 5 --mode schedule --floor
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5 --floor --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/article.json --seeds 5 --measure switchback
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/structural.json --seeds 5 --measure switchback
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/structural.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5 --measure switchback
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout3.json --seeds 5 --mode schedule --measure switchback
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-dev.json --seeds 5 --canary-mode surge --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout2.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout3.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/generated-holdout4.json --seeds 5 --confidence 0.85 --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load.json --seeds 5 --mode schedule --floor --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout.json --seeds 5 --mode schedule --floor --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout2.json --seeds 5 --mode schedule --floor --measure canary
+	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout3.json --seeds 5 --mode schedule --floor --measure canary
 	$(BIN)/specpilot bench tournament --profiles harness/specpilot_harness/bench/profiles/tournaments-article.json --seeds 5
 	$(BIN)/specpilot bench judge
 	$(BIN)/specpilot bench operator --deployments 100,200

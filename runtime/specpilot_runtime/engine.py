@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .engine_config import EngineConfig
-from .speculative import OFF, Problem
+from .engine_config import EngineConfig, data_parallel_size
+from .live import LIVE_FILE_ENV, LIVE_STATE_ENV
+from .speculative import (CONFIDENCE_DRAFTER, LOOKUP_KEYS, OFF, SCHEDULE_METHODS, Problem,
+                          schedule_method_message)
 
 # The stat-logger plugin (plugin.py): its entry-point name in pyproject.toml and its on/off switch.
 PLUGIN_ENTRY_POINT = "specpilot_drafted_per_position"
 PLUGIN_ENABLE_ENV = "SPECPILOT_DRAFTED_PER_POSITION"
+# The general plugin that lets the engine core follow live.json (live_engine.py): its entry-point name.
+LIVE_ENTRY_POINT = "specpilot_live"
 # vLLM loads only the plugins this comma-separated list names, when it is set.
 VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
 PYTHONPATH = "PYTHONPATH"
@@ -73,6 +77,9 @@ def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:
     if cfg.accelerator.vendor != "cpu" and cfg.accelerator.count > 1:
         out += ["--tensor-parallel-size", str(cfg.accelerator.count)]
     spec = cfg.speculative.to_vllm()
+    if spec is not None and cfg.ngram_drafter == "confidence":
+        spec = {"method": "custom_class", "model": CONFIDENCE_DRAFTER,
+                **{k: v for k, v in spec.items() if k != "method" and k not in LOOKUP_KEYS}}
     if spec is not None:
         # Compact JSON: the value is one argv element; vLLM parses it with json.loads.
         out += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
@@ -81,8 +88,33 @@ def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:
     return out + list(cfg.args)
 
 
-def env(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
-    """The variables specpilot sets for vLLM: the config's own env plus what the vendor and plugin need."""
+def live_problems(cfg: EngineConfig) -> list[Problem]:
+    """Why the engine could not follow `live_file`: K is set live by rewriting the batch size -> K list vLLM
+    builds at start from the table, which only some methods' runners read and data parallelism turns off."""
+    if cfg.live_file is None:
+        return []
+    method = cfg.speculative.method
+    if method not in SCHEDULE_METHODS:
+        why = "nothing is drafted" if method == OFF else schedule_method_message(method)
+        return [Problem("live_file", f"draft length cannot be set live: {why}")]
+    if data_parallel_size(cfg.args) > 1:
+        return [Problem("live_file", "draft length cannot be set live under data parallelism > 1: vLLM serves "
+                                     "no batch-size table there")]
+    table = cfg.speculative.num_speculative_tokens_per_batch_size
+    if not table or min(row[0] for row in table) != 1:
+        return [Problem("speculative.num_speculative_tokens_per_batch_size",
+                        "live_file needs a starting table whose first range starts at batch size 1 (e.g. "
+                        f"[[1, 256, {cfg.speculative.num_speculative_tokens}]]): without one vLLM keeps no batch "
+                        "size -> K list to rewrite")]
+    return []
+
+
+def env(cfg: EngineConfig, inherited: Mapping[str, str], installed_plugins: Sequence[str] = (),
+        live_state: str | None = None) -> dict[str, str]:
+    """The variables specpilot sets for vLLM: the config's own env plus what the vendor and plugin need;
+    `installed_plugins`: the entry-point names in vLLM's plugin groups (serve.installed_vllm_plugins);
+    `live_state`: with `live_file`, the pod-local file where the engine core leaves its live counters for
+    the API server's /metrics."""
     merged = _merged(cfg, inherited)
     out = dict(cfg.env)
     # The pod's PYTHONPATH holds the runtime the init container copied, with its vLLM plugin: a user's
@@ -98,15 +130,36 @@ def env(cfg: EngineConfig, inherited: Mapping[str, str]) -> dict[str, str]:
             out[HIP_VISIBLE] = cuda
     if cfg.speculative.method in NUMBA_METHODS and NUMBA_THREADS not in merged:
         out[NUMBA_THREADS] = "1"
+    if cfg.ngram_drafter == "confidence":
+        out.update({LOOKUP_KEYS[k]: str(v) for k, v in cfg.speculative.extra.items() if k in LOOKUP_KEYS})
     plugin_on = cfg.drafted_per_position_metric and cfg.speculative.method != OFF
     out[PLUGIN_ENABLE_ENV] = "1" if plugin_on else "0"
-    allowed = merged.get(VLLM_PLUGINS_ENV)
-    if plugin_on and allowed is not None:
-        names = [n for n in allowed.split(",") if n]
-        if PLUGIN_ENTRY_POINT not in names:
-            out[VLLM_PLUGINS_ENV] = ",".join([*names, PLUGIN_ENTRY_POINT])
+    live_on = cfg.live_file is not None
+    if live_on:
+        if live_state is None:
+            raise ValueError("live_file is set: pass where the engine leaves its live state (live_state)")
+        out[LIVE_FILE_ENV], out[LIVE_STATE_ENV] = str(cfg.live_file), live_state
+    # The stat-logger plugin also relays the live state to /metrics, and keeps vLLM's per-step spec-decoding
+    # stats on, which the live counters read; the general plugin left alone when off (it does nothing then).
+    wanted = {PLUGIN_ENTRY_POINT: plugin_on or live_on, **({LIVE_ENTRY_POINT: True} if live_on else {})}
+    out.update(_plugin_allow_list(wanted, merged.get(VLLM_PLUGINS_ENV), installed_plugins))
     return out
 
 
-def launch(cfg: EngineConfig, inherited: Mapping[str, str], vllm_bin: str = "vllm") -> Launch:
-    return Launch(argv(cfg, vllm_bin), env(cfg, inherited))
+def _plugin_allow_list(wanted: Mapping[str, bool], allowed: str | None, installed: Sequence[str]) -> dict[str, str]:
+    """VLLM_PLUGINS so that vLLM loads each of `wanted`'s plugins exactly when it is True: vLLM turns its
+    stats on whenever a stat-logger plugin is loaded, so with nothing drafted (method off) ours is not loaded
+    at all. Unset, vLLM loads every installed plugin: leaving one out takes listing the others (`installed`,
+    the entry-point names in vLLM's plugin groups)."""
+    if allowed is None:
+        if all(wanted.values()):
+            return {}
+        return {VLLM_PLUGINS_ENV: ",".join(n for n in dict.fromkeys(installed) if wanted.get(n, True))}
+    names = [n for n in allowed.split(",") if n]
+    kept = [n for n in names if wanted.get(n, True)] + [n for n, on in wanted.items() if on and n not in names]
+    return {} if kept == names else {VLLM_PLUGINS_ENV: ",".join(kept)}
+
+
+def launch(cfg: EngineConfig, inherited: Mapping[str, str], vllm_bin: str = "vllm",
+           installed_plugins: Sequence[str] = (), live_state: str | None = None) -> Launch:
+    return Launch(argv(cfg, vllm_bin), env(cfg, inherited, installed_plugins, live_state))

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig, path_problem
+from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig, path_problem, schedule_ignored
 
 # GPUs a SpeculativeDeployment can ask for; the engine also runs on "cpu" (vLLM's CPU build, for tests).
 GpuVendor = Literal["amd", "nvidia"]
@@ -75,11 +75,30 @@ class EngineConfig(BaseModel):
     # vLLM's --shutdown-timeout: after SIGTERM, refuse new requests and let those in flight finish for this
     # many seconds (vLLM's default 0 aborts them). None leaves the flag out (vLLM's default).
     shutdown_timeout_s: int | None = Field(default=None, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S)
+    # Draft length set live (live.py): the live.json the engine follows, under the started N and the table the
+    # speculative section starts with (a table it must have, or vLLM keeps no batch size -> K list to rewrite).
+    # None: K is the started N's table, fixed.
+    live_file: str | None = Field(default=None, max_length=4095, pattern=r"^/[^\x00]*$")
+    # Which drafter serves method ngram: vLLM's own, or "confidence", specpilot's (proposer.py: each draft cut to
+    # what its match length earns), which vLLM runs as method custom_class. A runtime option: the CRD has none.
+    ngram_drafter: Literal["vllm", "confidence"] = "vllm"
 
     def problems(self) -> list[Problem]:
         return (model_problems(self.model, "model")
                 + self.speculative.problems("speculative", self.accelerator.count)
-                + arg_problems(self.args, "args"))
+                + arg_problems(self.args, "args") + self._drafter_problems())
+
+    def _drafter_problems(self) -> list[Problem]:
+        if self.ngram_drafter == "vllm":
+            return []
+        if self.speculative.method != "ngram":
+            return [Problem("ngram_drafter", f"{self.ngram_drafter} drafts for method ngram only, not "
+                                             f"{self.speculative.method}; use \"vllm\" or method ngram")]
+        if self.accelerator.vendor != "cpu" and self.speculative.num_speculative_tokens_per_batch_size:
+            return [Problem("speculative.num_speculative_tokens_per_batch_size",
+                            f"{schedule_ignored('custom_class')} on GPUs (ngram_drafter {self.ngram_drafter} "
+                            "runs as custom_class): remove the schedule, or use ngram_drafter \"vllm\"")]
+        return []
 
 
 def model_problems(model: str, path: str) -> list[Problem]:

@@ -77,14 +77,21 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def parse_json(data: bytes, max_depth: int) -> Any:
-    """JSON text (UTF-8) nested at most `max_depth` levels; FileProblem saying why not."""
+def _no_constant(name: str) -> Any:
+    raise FileProblem("not_json", f"holds {name}, which is not a JSON number (every number must be finite)")
+
+
+def parse_json(data: bytes, max_depth: int, finite: bool = False) -> Any:
+    """JSON text (UTF-8) nested at most `max_depth` levels; FileProblem saying why not. With `finite`, Python's
+    extensions NaN, Infinity and -Infinity are refused too."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise FileProblem("not_utf8", f"is not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
+    except FileProblem:
+        raise
     except RecursionError:  # deeper than the parser's stack: far past max_depth
         raise FileProblem("too_deep", f"is nested deeper than {max_depth} levels") from None
     except ValueError as err:

@@ -2,9 +2,9 @@
 
 A serving pod built from vLLM's published image has no specpilot in it. The pod's init container runs
 this command from the operator image onto an emptyDir that the vLLM container has on PYTHONPATH: there
-`python3 -m specpilot_runtime.cli serve` runs the runtime, and vLLM finds the drafted-per-position
-stat-logger plugin because importlib.metadata discovers entry points from every `*.dist-info` directory
-on sys.path. The dist-info is written here rather than copied, so that it declares only the runtime
+`python3 -m specpilot_runtime.cli serve` runs the runtime, and vLLM finds its plugins (the drafted-per-position
+stat logger, the engine core's live draft length) because importlib.metadata discovers entry points from
+every `*.dist-info` directory on sys.path. The dist-info is written here rather than copied, so that it declares only the runtime
 (named `specpilot-runtime`, no dependencies: vLLM's images ship pydantic and prometheus_client) and its
 entry points are the ones the installed specpilot declares, whatever way specpilot was installed.
 The runtime is pure Python, so the copy works with the image's Python whatever its version.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 PACKAGE = "specpilot_runtime"
 DIST_NAME = "specpilot-runtime"
-PLUGIN_GROUP = "vllm.stat_logger_plugins"
+PLUGIN_GROUPS = ("vllm.stat_logger_plugins", "vllm.general_plugins")
 CONSOLE_SCRIPT = "specpilot-runtime = specpilot_runtime.cli:main"
 
 
@@ -39,17 +39,19 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _plugin_entry_points() -> list[str]:
-    """`name = module:attr` lines of the runtime's vLLM plugins, as the installed specpilot declares them."""
-    return sorted(f"{ep.name} = {ep.value}" for ep in metadata.entry_points(group=PLUGIN_GROUP)
+def _plugin_entry_points(group: str) -> list[str]:
+    """`name = module:attr` lines of the runtime's vLLM plugins in `group`, as the installed specpilot
+    declares them."""
+    return sorted(f"{ep.name} = {ep.value}" for ep in metadata.entry_points(group=group)
                   if ep.value.startswith(PACKAGE + "."))
 
 
 def install(target: Path) -> list[Path]:
     """Copy the package's .py files and write its dist-info under `target`; returns the files written."""
-    plugins = _plugin_entry_points()
-    if not plugins:
-        raise RuntimeError(f"no {PLUGIN_GROUP} entry point of {PACKAGE} is installed here: "
+    plugins = {group: _plugin_entry_points(group) for group in PLUGIN_GROUPS}
+    missing = [group for group, found in plugins.items() if not found]
+    if missing:
+        raise RuntimeError(f"no {' or '.join(missing)} entry point of {PACKAGE} is installed here: "
                            f"is specpilot installed (pip install specpilot)?")
     source = Path(__file__).resolve().parent
     package, info = target / PACKAGE, target / f"{PACKAGE}-{_version()}.dist-info"
@@ -65,7 +67,8 @@ def install(target: Path) -> list[Path]:
     files = {
         "METADATA": f"Metadata-Version: 2.1\nName: {DIST_NAME}\nVersion: {_version()}\n"
                     f"Summary: specpilot's serving-pod runtime, copied by `specpilot-runtime install`\n",
-        "entry_points.txt": f"[console_scripts]\n{CONSOLE_SCRIPT}\n\n[{PLUGIN_GROUP}]\n" + "\n".join(plugins) + "\n",
+        "entry_points.txt": f"[console_scripts]\n{CONSOLE_SCRIPT}\n"
+                            + "".join(f"\n[{group}]\n" + "\n".join(eps) + "\n" for group, eps in plugins.items()),
         "top_level.txt": PACKAGE + "\n",
         "INSTALLER": "specpilot-runtime install\n",
     }

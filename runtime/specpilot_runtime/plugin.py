@@ -5,11 +5,17 @@ position. When drafts can be shorter than N (ngram finds no match, a batch-size 
 accepted / drafts understates acceptance at late positions; accepted / drafted does not. vLLM's
 scheduler already counts drafted tokens per position in `SpecDecodingStats.num_draft_tokens_per_pos`
 (vLLM 0.32) and hands those stats to every stat logger; this logger adds them up into
-`vllm_metrics.SPEC_DRAFTED_PER_POS` with the same labels vLLM uses (model_name, engine, position).
+`vllm_metrics.SPEC_DRAFTED_PER_POS` (`specpilot:` prefix: `vllm:` is vLLM's) with the same labels vLLM
+uses (model_name, engine, position).
 
-Loaded through the `vllm.stat_logger_plugins` entry point in the API server process, and active only
-when the runtime sets SPECPILOT_DRAFTED_PER_POSITION=1 (serve.py does unless the EngineConfig turns
-it off). This module imports vLLM, so only the serving venv may import it.
+Loaded through the `vllm.stat_logger_plugins` entry point in the API server process, only when something
+is drafted: otherwise the runtime leaves it out of VLLM_PLUGINS (engine.env), since vLLM turns its stats on
+whenever a stat-logger plugin is loaded. Active only when the runtime sets SPECPILOT_DRAFTED_PER_POSITION=1.
+
+With draft length set live (live_engine.py), the engine core writes its switchback counters and the arm in
+force as Prometheus text to SPECPILOT_LIVE_STATE; `LiveStateCollector`, registered here because this is the
+API server process that serves /metrics, relays that file at each scrape.
+This module imports vLLM, so only the serving venv may import it.
 """
 
 from __future__ import annotations
@@ -19,22 +25,60 @@ import logging
 import os
 from collections.abc import Mapping
 
-from prometheus_client import Counter
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 from vllm.config import VllmConfig
 from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 from vllm.v1.metrics.stats import IterationStats, MultiModalCacheStats, SchedulerStats
 from vllm.v1.spec_decode.metrics import SpecDecodingStats
 
 from .engine import PLUGIN_ENABLE_ENV, PLUGIN_ENTRY_POINT
+from .files import FileProblem, read_bounded
+from .live import LIVE_STATE_ENV
 from .vllm_metrics import LABEL_ENGINE, LABEL_MODEL, LABEL_POSITION, SPEC_DRAFTED_PER_POS
 
 _DRAFTED_FIELD = "num_draft_tokens_per_pos"
+# The engine's state file: 8 arms x 17 bands x 7 counters is about 100 KiB of text.
+MAX_LIVE_STATE_BYTES = 1 << 20
 
 log = logging.getLogger(__name__)
 
 
 def enabled(env: Mapping[str, str] = os.environ) -> bool:
     return env.get(PLUGIN_ENABLE_ENV) == "1"
+
+
+class LiveStateCollector(Collector):
+    """The engine core's live counters (live_engine.py), read from its state file at each scrape; nothing
+    when the file is missing or unreadable, so /metrics keeps answering."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._warned = False
+
+    def collect(self) -> list[Metric]:
+        try:
+            text = read_bounded(self.path, MAX_LIVE_STATE_BYTES).decode("utf-8")
+            return list(text_string_to_metric_families(text))
+        except FileNotFoundError:  # the engine has not written it yet
+            return []
+        except (OSError, FileProblem, UnicodeDecodeError, ValueError) as e:
+            if not self._warned:
+                self._warned = True
+                log.warning("%s: cannot relay the live state %s: %s", PLUGIN_ENTRY_POINT, self.path, e)
+            return []
+
+
+_live_collector: list[LiveStateCollector] = []  # registered once per process, whatever builds the logger
+
+
+def register_live_collector(env: Mapping[str, str] = os.environ) -> None:
+    path = env.get(LIVE_STATE_ENV)
+    if path and not _live_collector:
+        _live_collector.append(LiveStateCollector(path))
+        REGISTRY.register(_live_collector[0])
 
 
 class DraftedPerPositionLogger(AggregateStatLoggerBase):
@@ -54,7 +98,8 @@ class DraftedPerPositionLogger(AggregateStatLoggerBase):
 
     def _register(self) -> None:
         # Not in __init__: vLLM builds plugin loggers before its PrometheusStatLogger, whose __init__
-        # unregisters every collector named `vllm:*` from the global registry.
+        # unregisters every collector whose name holds "vllm" (the deprecated vllm: name did); registering
+        # once the engine is up keeps the counter whatever vLLM's cleanup matches.
         counter = Counter(SPEC_DRAFTED_PER_POS, "Drafted tokens per draft position (specpilot plugin).",
                           [LABEL_MODEL, LABEL_ENGINE, LABEL_POSITION])
         self.children = {
@@ -65,6 +110,8 @@ class DraftedPerPositionLogger(AggregateStatLoggerBase):
     def log_engine_initialized(self) -> None:
         if self.active and self.children is None:
             self._register()
+        # Here for the same reason as the counter: after vLLM's cleanup of the registry.
+        register_live_collector()
 
     def record(
         self,

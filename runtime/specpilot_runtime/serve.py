@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import distributions
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -45,6 +46,7 @@ EXIT_CANNOT_RUN = 126  # as a shell says of a command found but not executable
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_CONFIG_DEPTH = 64
 _PR_SET_PDEATHSIG = 1
+LIVE_STATE_FILE = "live-state.prom"
 
 
 def seconds(text: str) -> float:
@@ -85,9 +87,10 @@ def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
         cfg = EngineConfig.model_validate(raw)
     except ValidationError as e:
         return None, [Problem(_field(err["loc"]), _message(err)) for err in e.errors()]
-    problems = cfg.problems() + engine.env_problems(cfg, os.environ)
+    problems = cfg.problems() + engine.env_problems(cfg, os.environ) + engine.live_problems(cfg)
     if not problems:  # the checkpoint rules assume a config that is valid on its own
-        problems = check_checkpoints(cfg.model, cfg.speculative)
+        # The pod's environment (HF_HOME on the model cache volume) locates hub ids' cached config.json.
+        problems = check_checkpoints(cfg.model, cfg.speculative, env={**os.environ, **cfg.env})
     return cfg, problems
 
 
@@ -149,6 +152,14 @@ def unwritable_cache(env: dict[str, str]) -> str | None:
     return None
 
 
+def installed_vllm_plugins() -> list[str]:
+    """Entry-point names in vLLM's plugin groups (`vllm.*`) installed in this interpreter, which is vLLM's too
+    (engine.env lists them to leave specpilot's plugin out). A name with a comma cannot be listed in
+    VLLM_PLUGINS, so it is left out too."""
+    return sorted({ep.name for dist in distributions() for ep in dist.entry_points
+                   if ep.group.startswith("vllm.") and "," not in ep.name})
+
+
 def vllm_executable() -> str:
     """The `vllm` next to this interpreter (same venv) when there is one, else the one on PATH."""
     beside = Path(sys.executable).parent / "vllm"
@@ -201,10 +212,24 @@ def run(args: argparse.Namespace) -> int:
     if problems or cfg is None:
         print_problems(args.config, problems)
         return EXIT_INVALID
-    plan = engine.launch(cfg, os.environ, vllm_executable())
+    # The engine core's live counters, for the API server's /metrics: private to this pod's processes. A dry
+    # run makes no directory: it shows the pattern mkdtemp would fill in.
+    live_dir = None if cfg.live_file is None else (
+        Path(tempfile.gettempdir()) / "specpilot-live-XXXXXXXX" if args.dry_run
+        else Path(tempfile.mkdtemp(prefix="specpilot-live-")))
+    live_state = None if live_dir is None else str(live_dir / LIVE_STATE_FILE)
+    plan = engine.launch(cfg, os.environ, vllm_executable(), installed_vllm_plugins(), live_state)
     if args.dry_run:
         print(plan.to_json())
         return 0
+    try:
+        return _start(cfg, plan, args.grace_period, started)
+    finally:
+        if live_dir is not None:
+            shutil.rmtree(live_dir, ignore_errors=True)
+
+
+def _start(cfg: EngineConfig, plan: engine.Launch, grace_override: float | None, started: float) -> int:
     overrides = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
     log.info("starting vLLM after %.0f ms of checks: %s %s", (time.monotonic() - started) * 1000,
              overrides, shlex.join(plan.argv))
@@ -215,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
                     engine.VLLM_CACHE_ENV, unwritable)
         del env[engine.VLLM_CACHE_ENV]
     try:
-        return supervise(plan.argv, env, grace_period(cfg, args.grace_period))
+        return supervise(plan.argv, env, grace_period(cfg, grace_override))
     except FileNotFoundError:
         print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
         return EXIT_NOT_FOUND

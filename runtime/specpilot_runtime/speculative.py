@@ -38,6 +38,9 @@ class MethodRule:
     note: str = ""
     # A Python package vLLM imports for this method but does not depend on: the image must ship it.
     package: str | None = None
+    # False when vLLM runs the method on a model runner that ignores num_speculative_tokens_per_batch_size
+    # (it would start with the table and never use it): a schedule for it is refused, never tuned.
+    schedule: bool = True
 
 
 OFF = "off"
@@ -57,10 +60,26 @@ METHODS: dict[str, MethodRule] = {
                    note="N above the block size collapses acceptance"),
         MethodRule("ngram", Family.NEAR_FREE, "forbidden", default_n=3),
         MethodRule("suffix", Family.NEAR_FREE, "forbidden", default_n=4,
-                   note="needs the arctic-inference package in the image", package="arctic-inference"),
+                   note="needs the arctic-inference package in the image", package="arctic-inference",
+                   schedule=False),
         MethodRule(OFF, Family.NONE, "forbidden", default_n=0),
     )
 }
+
+# specpilot's own n-gram drafter (proposer.py), which vLLM runs as method custom_class with this class as the
+# model (engine.json's ngram_drafter "confidence"). vLLM zeroes prompt_lookup_* for custom_class: the runtime
+# hands them to the drafter in these variables.
+CONFIDENCE_DRAFTER = "specpilot_runtime.proposer.ConfidenceNgramProposer"
+LOOKUP_MIN_ENV = "SPECPILOT_PROMPT_LOOKUP_MIN"
+LOOKUP_MAX_ENV = "SPECPILOT_PROMPT_LOOKUP_MAX"
+LOOKUP_KEYS = {"prompt_lookup_min": LOOKUP_MIN_ENV, "prompt_lookup_max": LOOKUP_MAX_ENV}
+
+
+def served_method(vllm_method: str, vllm_model: str | None) -> str:
+    """The method of METHODS that a vLLM speculative config serves: custom_class naming specpilot's drafter is
+    ngram (what the engine.json asked for), so ngram's rules, live.json's included, hold for it."""
+    return "ngram" if vllm_method == "custom_class" and vllm_model == CONFIDENCE_DRAFTER else vllm_method
+
 
 # Methods vLLM removed, with why, so users get a reason rather than "not in enum".
 REMOVED_METHODS: dict[str, str] = {
@@ -111,6 +130,31 @@ SPECULATIVE_FLAGS: frozenset[str] = frozenset({
 # (docs/references.md §6); CEL (api/rules.py) and check() say it in these words.
 SCHEDULE_START_MESSAGE = ("the first batch-size range must start at minBatchSize 1 (vLLM 0.33 refuses to "
                           "start otherwise); later ranges follow without overlap")
+# Methods whose model runner serves a batch-size schedule; the others (suffix here, and vLLM's custom_class,
+# which specpilot does not offer) force vLLM's V1 model runner, which never reads the table.
+SCHEDULE_METHODS: tuple[str, ...] = tuple(m for m, r in METHODS.items() if r.schedule and r.family is not Family.NONE)
+
+
+def live_method(method: str) -> bool:
+    """A method whose draft length a running engine can serve live, as what a pod started at it drafts: its
+    vLLM model runner serves a batch-size table (an alternative with method off runs none), and its k-th
+    draft token does not depend on N. A parallel drafter's block is drafted for the started N, so a K under it
+    is not what N = K drafts: its N stay canaries."""
+    rule = METHODS.get(method)
+    return method in SCHEDULE_METHODS and rule is not None and rule.prefix_transfers
+
+
+def schedule_ignored(method: str) -> str:
+    return f"method {method} runs on vLLM's V1 model runner, which ignores num_speculative_tokens_per_batch_size"
+
+
+def schedule_method_message(method: str) -> str:
+    """Why a batch-size schedule with `method` is refused, and which methods take one (CEL, validate and the
+    runtime say it in these words)."""
+    return (f"{schedule_ignored(method)} (the schedule would never be served): remove the schedule, or use one "
+            f"of {', '.join(SCHEDULE_METHODS)}")
+
+
 # Keys vLLM reads only with rejection_sample_method synthetic, and the method-only switch.
 SYNTHETIC_KEYS = ("synthetic_acceptance_rates", "synthetic_acceptance_length")
 ADAPTIVE_VERIFICATION_METHODS = ("dspark",)
@@ -334,6 +378,8 @@ def _check_schedule(cfg: SpeculativeConfig, path: str) -> list[Problem]:
     if not sched:
         return []
     where = f"{path}.schedule"
+    if cfg.method not in SCHEDULE_METHODS:
+        return [Problem(where, schedule_method_message(cfg.method))]
     p: list[Problem] = []
     if sched[0][0] != 1:
         p.append(Problem(f"{where}[0]", SCHEDULE_START_MESSAGE))

@@ -15,13 +15,21 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .live import BAND_COUNTERS, LABEL_ARM, LABEL_BAND, Arm, band_range
+
 # Speculative-decoding counters (vLLM exports `<name>_total`; the bare spelling is accepted too).
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
 SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-# Added by specpilot's stat-logger plugin (vLLM does not export drafted tokens per position).
-SPEC_DRAFTED_PER_POS = "vllm:spec_decode_num_drafted_tokens_per_pos"
+# Added by specpilot's stat-logger plugin (vLLM does not export drafted tokens per position), under specpilot's
+# own prefix: `vllm:` is vLLM's namespace.
+SPEC_DRAFTED_PER_POS = "specpilot:spec_decode_num_drafted_tokens_per_pos"
+# Deprecated names -> their new names: what plugins of specpilot 0.x before the rename export, and what users
+# may have in queries. Read (parse, the dashboards' and alerts' PromQL) for one release, then removed.
+DEPRECATED_NAMES: dict[str, str] = {"vllm:spec_decode_num_drafted_tokens_per_pos": SPEC_DRAFTED_PER_POS}
+# The prefixes of the samples `parse` reads.
+PREFIXES = ("vllm:", "specpilot:")
 
 # Serving metrics.
 GENERATION_TOKENS = "vllm:generation_tokens"
@@ -42,6 +50,8 @@ LABEL_POSITION = "position"
 # Positions an exposition's per-position counters may have: N never reaches it (a draft block holds at most
 # 64 tokens). A pod is not trusted with more: its position "1000000000" sized a vector at 8 GB.
 MAX_POSITIONS = 64
+# (arm, band) series a scrape may hold: live.MAX_REMEMBERED_ARMS arms x 17 bands.
+MAX_SWITCHBACK_SERIES = 8 * 17
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,7 @@ class Snapshot:
     running: float = 0.0
     waiting: float = 0.0
     scrape_time: float = 0.0
-    # Every other unlabelled vllm: sample (besides model_name and engine), summed over engines and keyed
+    # Every other unlabelled vllm: or specpilot: sample (besides model_name and engine), summed over engines and keyed
     # by its name without `_total`; as scraped, never differenced (it mixes counters and gauges).
     extra: dict[str, float] = field(default_factory=dict)
     prompt_tokens: float = 0.0
@@ -70,6 +80,8 @@ class Snapshot:
     kv_cache_usage: float = 0.0
     # On a delta: the counters restarted inside the window (pod restart), so it counts only from then.
     reset: bool = False
+    # The engine's switchback counters (live.py): (arm, band) -> live.BAND_COUNTERS' values, in that order.
+    switchback: dict[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
 
 
 # Snapshot fields that are plain counters, by metric name.
@@ -116,32 +128,36 @@ def _vector(by_pos: dict[int, float]) -> tuple[float, ...]:
 
 
 def _read_lines(text: str) -> str:
-    """The lines `parse` can use: vllm: families without their histogram buckets, which it never reads.
+    """The lines `parse` can use: vllm: and specpilot: families without vLLM's histogram buckets, which it
+    never reads.
     Buckets are nearly half of vLLM's exposition and the other families most of the rest: parsing only
     these is three times faster (the scrape parse was a quarter of the operator's CPU with a hundred
     tuned objects). Text with no such line is parsed whole, so that what is not an exposition still fails."""
     kept = [line for line in text.splitlines()
-            if "vllm:" in line and not (line.startswith("vllm:") and "_bucket{" in line)]
+            if any(p in line for p in PREFIXES) and not (line.startswith("vllm:") and "_bucket{" in line)]
     return "\n".join(kept) + "\n" if kept else text
 
 
 def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     """One /metrics exposition (Prometheus text format) -> Snapshot, summed over `engine`.
 
-    `_created` samples are ignored: they are timestamps, not counts. Raises ValueError on text that is
+    A deprecated name (DEPRECATED_NAMES) is read as its new one. `_created` samples are ignored: they are timestamps, not counts. Raises ValueError on text that is
     not an exposition, and NonFiniteSample when a vllm: sample is NaN or infinite (no count can be).
     """
     scalars: dict[str, float] = defaultdict(float)
-    per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in _PER_POS_FIELDS}
+    per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in (*_PER_POS_FIELDS, *DEPRECATED_NAMES)}
     seen_per_pos: set[str] = set()
+    switchback: dict[tuple[str, str], list[float]] = {}
     for family in text_string_to_metric_families(_read_lines(text)):
         for sample in family.samples:
-            if sample.name.endswith("_created") or not sample.name.startswith("vllm:"):
+            if sample.name.endswith("_created") or not sample.name.startswith(PREFIXES):
                 continue
             if not math.isfinite(sample.value):
                 raise NonFiniteSample(f"{sample.name}{sample.labels or ''} is {sample.value}")
             name = _base_name(sample.name)
-            if name in per_pos and LABEL_POSITION in sample.labels:
+            if name in _SWITCHBACK_INDEX and {LABEL_ARM, LABEL_BAND} <= set(sample.labels):
+                _add_switchback(switchback, name, sample.labels, sample.value)
+            elif name in per_pos and LABEL_POSITION in sample.labels:
                 per_pos[name][_position(sample.labels[LABEL_POSITION])] += sample.value
                 seen_per_pos.add(name)
             elif set(sample.labels) <= _SUMMED_LABELS:
@@ -152,6 +168,10 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     overflowed += [name for name, v in per_pos.items() if not all(map(math.isfinite, v.values()))]
     if overflowed:
         raise NonFiniteSample(f"{overflowed[0]} sums to infinity over engines")
+    for old, new in DEPRECATED_NAMES.items():
+        # A pod runs one plugin, so one spelling; were both there, the new one is the plugin's own count.
+        if old in seen_per_pos and new not in seen_per_pos:
+            per_pos[new], seen_per_pos = per_pos[old], seen_per_pos | {new}
     known = _COUNTER_FIELDS | _GAUGE_FIELDS
     values: dict[str, Any] = {attr: scalars.get(name, 0.0) for name, attr in known.items()}
     return Snapshot(
@@ -160,7 +180,22 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
         drafted_per_pos=_vector(per_pos[SPEC_DRAFTED_PER_POS]) if SPEC_DRAFTED_PER_POS in seen_per_pos else None,
         scrape_time=scrape_time,
         extra={k: v for k, v in scalars.items() if k not in known},
+        switchback={k: tuple(v) for k, v in switchback.items()},
     )
+
+
+_SWITCHBACK_INDEX = {name: i for i, name in enumerate(BAND_COUNTERS)}
+
+
+def _add_switchback(into: dict[tuple[str, str], list[float]], name: str, labels: dict[str, str], value: float) -> None:
+    """One switchback sample, its labels checked (an engine's labels are as hostile as any value)."""
+    arm, band = labels[LABEL_ARM], labels[LABEL_BAND]
+    Arm.from_key(arm)
+    band_range(band)
+    key = (arm, band)
+    if key not in into and len(into) >= MAX_SWITCHBACK_SERIES:
+        raise ValueError(f"more than {MAX_SWITCHBACK_SERIES} switchback series")
+    into.setdefault(key, [0.0] * len(BAND_COUNTERS))[_SWITCHBACK_INDEX[name]] += value
 
 
 def _restarted(prev: Snapshot, cur: Snapshot) -> bool:
@@ -171,7 +206,8 @@ def _restarted(prev: Snapshot, cur: Snapshot) -> bool:
         a, b = getattr(prev, attr) or (), getattr(cur, attr) or ()
         if a and len(a) != len(b) or any(y < x for x, y in zip(a, b)):
             return True
-    return False
+    # A series that went down restarted; one that vanished was forgotten by the engine (live.MAX_REMEMBERED_ARMS).
+    return any(y < x for key, b in cur.switchback.items() for x, y in zip(prev.switchback.get(key, ()), b))
 
 
 def delta(prev: Snapshot, cur: Snapshot) -> Snapshot:
@@ -189,7 +225,9 @@ def delta(prev: Snapshot, cur: Snapshot) -> Snapshot:
         a, b = getattr(prev, attr), getattr(cur, attr)
         # A vector that appears (plugin turned on, speculation started counting) counts from zero.
         vectors[attr] = None if b is None else tuple(y - x for x, y in zip(a or (0.0,) * len(b), b))
-    return replace(cur, **counts, **vectors, reset=False)
+    switchback = {key: tuple(y - x for x, y in zip(prev.switchback.get(key, (0.0,) * len(b)), b))
+                  for key, b in cur.switchback.items()}
+    return replace(cur, **counts, **vectors, switchback=switchback, reset=False)
 
 
 def survival(snap: Snapshot) -> tuple[float, ...]:

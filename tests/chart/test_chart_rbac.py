@@ -27,7 +27,7 @@ import pytest
 import yaml
 from helm_tools import CHART, HELM, KUBECTL, NAMESPACE, RELEASE, ROOT, by_kind
 
-from specpilot.render.names import DEPLOYMENT_LABEL
+from specpilot.api.names import DEPLOYMENT_LABEL
 from specpilot_harness.controlplane.audit import AuditRecord
 from specpilot_harness.ports import free_port
 from specpilot_harness.sandbox.real_cluster import RealSandbox

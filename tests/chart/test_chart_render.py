@@ -14,11 +14,11 @@ import pytest
 import yaml
 from helm_tools import CHART, CRD_KINDS, HELM, NAMESPACE, ROOT, by_kind, helm_template, render
 
+from specpilot.api import names
+from specpilot.api.names import PORT_NAME
 from specpilot.cli import build_parser
 from specpilot.observability import alerts, dashboards
-from specpilot.render import names
 from specpilot.render.images import SPECPILOT_VERSION
-from specpilot.render.pod import PORT_NAME
 
 # Value sets a user would plausibly install with; every check below runs against all of them.
 VALUE_SETS = {
@@ -257,7 +257,7 @@ def test_gateway_routing_grants_httproutes_only_when_asked() -> None:
                 if "httproutes" in rule["resources"] for verb in rule["verbs"]}
 
     assert httproute_verbs() == set()
-    # The tuning loop reads the named HTTPRoute and patches its backend weights (controller/traffic.py).
+    # The tuning loop reads the named HTTPRoute and patches its backend weights (canary/traffic.py, canary/routing.py).
     assert httproute_verbs("--set", "rbac.gatewayApi=true") == {"get", "patch"}
     namespaced = ("--set", "rbac.gatewayApi=true", "--set", "watch.namespaces={team-a}")
     assert httproute_verbs(*namespaced) == {"get", "patch"}

@@ -111,6 +111,13 @@ class Cluster:
         got = self.get(*args)
         return got["items"] if got else []
 
+    def ready_addresses(self, namespace: str, service: str) -> list[str]:
+        """The addresses a Service routes to: its EndpointSlices' ready endpoints (kube-controller-manager's
+        EndpointSlice controller; the sandbox runs no v1 Endpoints controller)."""
+        slices = self.items("endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={service}")
+        return sorted(a for s in slices for e in s.get("endpoints") or []
+                      if (e.get("conditions") or {}).get("ready", True) for a in e.get("addresses") or [])
+
     def apply(self, obj: dict[str, Any] | str, namespace: str) -> subprocess.CompletedProcess[str]:
         text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
         return self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text, check=False)

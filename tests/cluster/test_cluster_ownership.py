@@ -99,8 +99,7 @@ def test_a_labelled_stranger_pod_is_not_served_nor_scraped(cluster: Cluster, ns:
                           "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
     stranger = wait_for("the stranger Ready", lambda: (lambda p: p if (p or {}).get("status", {}).get("podIP")
                                                        else None)(cluster.get("pod", "-n", ns, "stranger")))
-    endpoints = cluster.get("endpoints", "-n", ns, name)
-    addresses = [a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses") or []]
+    addresses = cluster.ready_addresses(ns, name)
     assert ours["status"]["podIP"] in addresses and stranger["status"]["podIP"] not in addresses
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from specpilot import render
 from specpilot.api.validate import load
-from specpilot.render.names import N_LABEL
+from specpilot.api.names import N_LABEL
 
 from cluster_kit import Cluster, example, wait_for
 
@@ -70,8 +70,7 @@ def test_apply_creates_the_rendered_children_and_reports_ready(cluster: Cluster,
     pods = cluster.items("pods", "-n", ns, "-l", f"specpilot.io/deployment={name}")
     assert [p["status"]["phase"] for p in pods] == ["Running"]
     assert pods[0]["status"]["podIP"].startswith("10.244.")  # the node agent's addresses
-    endpoints = cluster.get("endpoints", "-n", ns, name)
-    assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == [pods[0]["status"]["podIP"]]
+    assert cluster.ready_addresses(ns, name) == [pods[0]["status"]["podIP"]]
 
     # Printer columns show real values.
     printed = cluster.kubectl("get", "sd", "-n", ns, name).stdout

@@ -128,9 +128,9 @@ spec:
     ips = sorted(p["status"]["podIP"] for p in pods)
     # Addresses an EndpointSlice admits: private, not loopback (the node agent's /24 on lo).
     assert all(ipaddress.ip_address(ip).is_private and not ipaddress.ip_address(ip).is_loopback for ip in ips)
-    endpoints = wait_for("endpoints of the new pods", lambda: (e := bare.get("endpoints", "-n", "roll", "web"))
-                         and sorted(a["ip"] for a in e["subsets"][0].get("addresses", [])) == ips and e)
-    assert endpoints["subsets"][0]["ports"][0]["port"] == 8000
+    wait_for("endpoints of the new pods", lambda: bare.ready_addresses("roll", "web") == ips)
+    slices = bare.items("endpointslices", "-n", "roll", "-l", "kubernetes.io/service-name=web")
+    assert {p["port"] for s in slices for p in s.get("ports") or []} == {8000}
     assert len(bare.items("rs", "-n", "roll")) == 2
 
 

@@ -15,7 +15,7 @@ import httpx
 from cluster_kit import EXAMPLES, REPO
 import yaml
 
-from specpilot.render.names import DEPLOYMENT_LABEL
+from specpilot.api.names import DEPLOYMENT_LABEL
 from specpilot_harness.ports import free_port
 from specpilot_harness.controlplane import audit
 from specpilot_harness.sandbox.real_cluster import RealSandbox

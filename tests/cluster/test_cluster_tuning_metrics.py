@@ -46,7 +46,7 @@ def test_unusable_metrics_mean_no_decision_and_a_condition(faulty: Cluster, name
     # `kubectl get sd -o wide` says what the tuner is doing; the default view how many pods are Ready.
     wide = faulty.kubectl("get", "sd", "-n", ns, name, "-o", "wide").stdout.splitlines()
     assert wide[0].split() == ["NAME", "METHOD", "N", "READY", "PHASE", "ACCEPTED", "LENGTH", "SCHEDULE", "AGE",
-                               "REPLICAS", "CANARY", "N", "TUNING"], wide
+                               "REPLICAS", "STARTED", "N", "ARMS", "CANARY", "N", "TUNING"], wide
     assert wide[1].split()[-1] == "MetricsUnavailable", wide
 
 

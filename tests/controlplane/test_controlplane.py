@@ -253,3 +253,16 @@ def test_stop_leaves_no_process(tmp_path: Path) -> None:
         assert len(pids) == 4
     assert plane.pids() == {}
     assert [pid for pid in pids.values() if Path(f"/proc/{pid}").exists()] == []
+
+
+def test_an_audit_log_for_one_user_records_that_user_alone(tmp_path: Path) -> None:
+    """What `bench operator` counts the operator's requests by: the audit log names only the users asked for,
+    and every other client's requests cost no audit write."""
+    with ControlPlane.start(tmp_path / "cp", binaries(), audit_log=True, audit_users=("jane",)) as plane:
+        jane = plane.client_kubeconfig("jane", "jane")
+        kubectl(jane, "get", "pods", "-n", "default", check=False)  # refused (403), and audited all the same
+        kubectl(plane.admin_kubeconfig, "get", "namespaces")
+        records = wait_for("jane's request in the audit log",
+                           lambda: (r := plane.audit_records()) and any(x.user == "jane" for x in r) and r)
+        assert {r.user for r in records} == {"jane"}
+        assert any(r.verb == "list" and r.resource == "pods" and r.forbidden for r in records)

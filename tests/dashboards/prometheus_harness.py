@@ -27,7 +27,7 @@ from prometheus_client import generate_latest
 
 from specpilot.controller import metric_names as op
 from specpilot.controller.metrics import OperatorMetrics
-from specpilot.controller.tuning_metrics import TunerMetrics
+from specpilot.controller.tuning.metrics import TunerMetrics
 from specpilot_harness.ports import free_port
 
 SCALED_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
@@ -149,16 +149,18 @@ class SimulatedEngines:
     the way a serving pod's do."""
 
     def __init__(self, workdir: Path, engines: dict[str, int], profile: str, time_scale: float = 20,
-                 schedules: dict[str, list[list[int]]] | None = None) -> None:
+                 schedules: dict[str, list[list[int]]] | None = None, live_files: dict[str, Path] | None = None
+                 ) -> None:
         self.ports = {pod: free_port() for pod in engines}
         self.model = profile
         self.log = (workdir / "simulate.log").open("w")
-        schedules = schedules or {}
+        schedules, live_files = schedules or {}, live_files or {}
         self.processes = [subprocess.Popen(
             [sys.executable, "-m", "specpilot_runtime.cli", "simulate", "--name", profile,
              "--num-speculative-tokens", str(n), "--host", "127.0.0.1", "--port", str(self.ports[pod]),
              "--time-scale", str(time_scale), "--seed", str(i),
-             *(["--num-speculative-tokens-per-batch-size", json.dumps(schedules[pod])] if pod in schedules else [])],
+             *(["--num-speculative-tokens-per-batch-size", json.dumps(schedules[pod])] if pod in schedules else []),
+             *(["--live-file", str(live_files[pod])] if pod in live_files else [])],
             stdout=self.log, stderr=subprocess.STDOUT)
             for i, (pod, n) in enumerate(engines.items())]
         self.stopping = threading.Event()

@@ -116,28 +116,86 @@ def _stalled_case() -> dict[str, Any]:
     ]}
 
 
-def _slower_case() -> dict[str, Any]:
-    off = {"namespace": "serving", "deployment": "plain"}
-    predicted, observed, n = op.TUNER_PREDICTED_GOODPUT, op.TUNER_OBSERVED_GOODPUT, op.NUM_SPECULATIVE_TOKENS
-    n_label = op.LABEL_NUM_SPECULATIVE_TOKENS
+def _acceptance_collapsed_case() -> dict[str, Any]:
+    n, pos = op.LABEL_NUM_SPECULATIVE_TOKENS, vm.LABEL_POSITION
+    drafts, drafted = counter(vm.SPEC_DRAFTS), counter(vm.SPEC_DRAFTED_PER_POS)
+    accepted = counter(vm.SPEC_ACCEPTED_PER_POS)
+    stable = {**DEP, "track": "stable", n: "4"}
+    quiet = {**OTHER, "track": "stable", n: "4"}
+    healthy = {"namespace": "serving", "deployment": "llama", "track": "stable", n: "4"}
+    no_plugin = {"namespace": "serving", "deployment": "phi", "track": "stable", n: "2"}
+    model = {vm.LABEL_MODEL: "m"}
+
+    def pod(labels: dict[str, str], per_min: int, accepted_per_min: list[str],
+            plugin: bool = True) -> list[dict[str, str]]:
+        """A pod drafting `per_min` drafts a minute, each reaching every position, and accepting
+        `accepted_per_min[k]` (a promtool expansion) at position k."""
+        name = {"pod": f"{labels['deployment']}-0", **model}
+        out = [_series(drafts, f"0+{per_min}x150", **labels, **name)]
+        for k, values in enumerate(accepted_per_min):
+            if plugin:
+                out.append(_series(drafted, f"0+{per_min}x150", **labels, **name, **{pos: str(k)}))
+            out.append(_series(accepted, values, **labels, **name, **{pos: str(k)}))
+        return out
+
     return {"interval": "1m", "input_series": [
-        # DEP runs N=5 and serves 100 tokens/s where no speculation is predicted at 120: slower.
+        # 10 drafts/s; position 3 accepts 20% for 90 minutes, then 5%: the mean hardly moves, position 3 collapses.
+        *pod(stable, 600, ["0+480x150", "0+360x150", "0+240x150", "0+120x90 10800+30x60"]),
+        # Position 1 collapsing (33% to 0) at 0.05 drafts/s: too few drafts to tell it from noise.
+        *pod(quiet, 3, ["0+2x150", "0+1x90 90+0x60"]),
+        # Steady acceptance at every position: nothing to say, even when a batch-size schedule drafts position
+        # 1 in a tenth of the drafts from 90 minutes on (fewer tokens per step, the same acceptance there).
+        *pod(healthy, 600, ["0+480x150"]),
+        _series(drafted, "0+600x90 54000+60x60", **healthy, pod="llama-0", **model, **{pos: "1"}),
+        _series(accepted, "0+360x90 32400+36x60", **healthy, pod="llama-0", **model, **{pos: "1"}),
+        # No plugin (acceptance over all drafts): position 0 falls from 80% to 20% at 90 minutes.
+        *pod(no_plugin, 600, ["0+480x90 43200+120x60", "0+240x90 21600+60x60"], plugin=False),
+    ], "alert_rule_test": [
+        {"eval_time": "100m", "alertname": "SpecpilotAcceptanceCollapsed", "exp_alerts": []},
+        {"eval_time": "115m", "alertname": "SpecpilotAcceptanceCollapsed",
+         "exp_alerts": [_expected("SpecpilotAcceptanceCollapsed", stable, "25%"),
+                        _expected("SpecpilotAcceptanceCollapsed", no_plugin, "25%")]},
+    ]}
+
+
+def _slower_case() -> dict[str, Any]:
+    plain, doubtful, quiet = ({"namespace": "serving", "deployment": d} for d in ("plain", "doubtful", "quiet"))
+    bound, observed, n = op.TUNER_PREDICTED_GOODPUT_BOUND, op.TUNER_OBSERVED_GOODPUT, op.NUM_SPECULATIVE_TOKENS
+    n_label = op.LABEL_NUM_SPECULATIVE_TOKENS
+
+    def off(labels: dict[str, str], lower: str, upper: str) -> list[dict[str, str]]:
+        """N=0's credible interval, and another N's, which the alert must not read."""
+        return [_series(bound, lower, **labels, **{n_label: "0", op.LABEL_BOUND: op.BOUND_LOWER}),
+                _series(bound, upper, **labels, **{n_label: "0", op.LABEL_BOUND: op.BOUND_UPPER}),
+                _series(bound, "90x60", **labels, **{n_label: "5", op.LABEL_BOUND: op.BOUND_LOWER}),
+                _series(bound, "110x60", **labels, **{n_label: "5", op.LABEL_BOUND: op.BOUND_UPPER})]
+
+    return {"interval": "1m", "input_series": [
+        # DEP runs N=5 and serves 100 tokens/s; no speculation is expected at 110 to 130: slower, beyond doubt.
         _series(n, "5x60", **DEP, track="stable"),
         _series(observed, "100x60", **DEP, track="stable"),
-        _series(predicted, "120x60", **DEP, **{n_label: "0"}),
-        _series(predicted, "150x60", **DEP, **{n_label: "5"}),
-        # OTHER runs N=3 and beats its no-speculation estimate.
-        _series(n, "3x60", **OTHER, track="stable"),
+        *off(DEP, "110x60", "130x60"),
+        # `doubtful` is expected faster without speculation too (the point estimate 120), but its interval
+        # reaches down to 95: not proven.
+        _series(n, "5x60", **doubtful, track="stable"),
+        _series(observed, "100x60", **doubtful, track="stable"),
+        *off(doubtful, "95x60", "145x60"),
+        # OTHER beats the whole of its no-speculation interval.
+        _series(n, "5x60", **OTHER, track="stable"),
         _series(observed, "200x60", **OTHER, track="stable"),
-        _series(predicted, "120x60", **OTHER, **{n_label: "0"}),
+        *off(OTHER, "110x60", "130x60"),
         # `plain` already runs without speculation: nothing to say even below the estimate.
-        _series(n, "0x60", **off, track="stable"),
-        _series(observed, "100x60", **off, track="stable"),
-        _series(predicted, "120x60", **off, **{n_label: "0"}),
+        _series(n, "0x60", **plain, track="stable"),
+        _series(observed, "100x60", **plain, track="stable"),
+        *off(plain, "110x60", "130x60"),
+        # `quiet` serves no traffic after 10 minutes (the operator removes its observed goodput).
+        _series(n, "5x60", **quiet, track="stable"),
+        _series(observed, "100x10", **quiet, track="stable"),
+        *off(quiet, "110x60", "130x60"),
     ], "alert_rule_test": [
         {"eval_time": "20m", "alertname": "SpecpilotSlowerThanNoSpeculation", "exp_alerts": []},
         {"eval_time": "40m", "alertname": "SpecpilotSlowerThanNoSpeculation",
-         "exp_alerts": [_expected("SpecpilotSlowerThanNoSpeculation", DEP)]},
+         "exp_alerts": [_expected("SpecpilotSlowerThanNoSpeculation", DEP, "10%")]},
     ]}
 
 
@@ -183,8 +241,8 @@ def _reconcile_errors_case() -> dict[str, Any]:
     ]}
 
 
-CASES = [_accepted_length_case, _rollback_case, _stalled_case, _slower_case, _operator_down_case,
-         _no_leader_case, _reconcile_errors_case]
+CASES = [_accepted_length_case, _acceptance_collapsed_case, _rollback_case, _stalled_case, _slower_case,
+         _operator_down_case, _no_leader_case, _reconcile_errors_case]
 
 
 def test_checked_in_rules_are_generated_from_code() -> None:

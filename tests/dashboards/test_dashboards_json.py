@@ -11,7 +11,7 @@ import pytest
 
 from specpilot.controller import metric_names as op
 from specpilot.observability import dashboards
-from specpilot_runtime import vllm_metrics as vm
+from specpilot_runtime import live, vllm_metrics as vm
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "charts" / "specpilot" / "dashboards"
@@ -88,22 +88,23 @@ def test_required_panels_exist() -> None:
             "Generation tokens/s", "Time per output token", "Running requests",
             "KV cache use"} <= titles["speculative-decoding"]
     assert {"N by track", "Decision timeline", "Predicted goodput by N",
-            "Observed vs predicted goodput", "Method tournament"} <= titles["tuner"]
+            "Observed vs predicted goodput", "Method tournament", "K in force by batch-size band",
+            "Output tokens per step-second by arm"} <= titles["tuner"]
     assert {"Reconciles/s by result", "Reconcile errors/s", "Reconcile latency"} <= titles["operator"]
 
 
 def _module_metric_names() -> set[str]:
     names = set()
-    for module in (vm, op):
+    for module in (vm, op, live):
         for key, value in vars(module).items():
-            if key.isupper() and isinstance(value, str) and (value.startswith("vllm:") or value.startswith(op.PREFIX)):
+            if key.isupper() and isinstance(value, str) and value.startswith((*vm.PREFIXES, op.PREFIX)):
                 names |= {value, f"{value}_total", f"{value}_bucket"}
-    return names
+    return names | {f"{old}_total" for old in vm.DEPRECATED_NAMES}
 
 
 def test_every_metric_in_a_query_comes_from_a_names_module() -> None:
     known = _module_metric_names()
-    metric = re.compile(r"\b((?:vllm:|specpilot_)[a-z_:]+)")
+    metric = re.compile(r"\b((?:vllm:|specpilot:|specpilot_)[a-z_:]+)")
     for name, dashboard in RENDERED.items():
         exprs = [t["expr"] for p in _panels(dashboard) for t in p["targets"]]
         exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -13,6 +14,7 @@ from prometheus_harness import (Deployment, ExpositionServer, OperatorExposition
                                 prometheus_config)
 
 from specpilot.observability import dashboards
+from specpilot_runtime.live import SwitchbackCounters, bands_up_to, exposition, parse_live
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_FIXTURE = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu-draft_model-n4.prom"
@@ -25,9 +27,22 @@ SIMULATED = {"simulated-stable-0": ("stable", 4), "simulated-canary-0": ("canary
 # One more engine, its own deployment, started at N=4 under a batch-size schedule that drafts 1 token at any
 # load: vLLM still counts 4 draft tokens per draft, and positions 2-4 are never drafted.
 SCHEDULED_DEPLOYMENT, SCHEDULED_POD, SCHEDULE = "scheduled", "scheduled-stable-0", [[1, 256, 1]]
+# And one switching back between two arms (live.json), as a stable pod under spec.tuning.measure switchback.
+SWITCHBACK_DEPLOYMENT, SWITCHBACK_POD = "switching", "switching-stable-0"
+LIVE = {"arms": [[[1, 65536, 2]], [[1, 65536, 4]]], "dwellSeconds": [0.5, 0.75], "seed": 1}
 # Grafana's $__rate_interval is at least four scrape intervals; the test scrapes every second.
 RATE_INTERVAL = "10s"
 ALL = ".*"
+
+
+def _switchback_exposition() -> str:
+    """What a stable pod under switchback adds to the fixture's /metrics: two arms' counters, K in force."""
+    config = parse_live(json.dumps(LIVE).encode(), 4, "draft_model")
+    counters = SwitchbackCounters()
+    for arm in config.arms:
+        for _ in range(10):
+            counters.record_step(arm.key, 2, 0.02, 5, 8, 3)
+    return exposition(counters, config.arms[0], config.arms, 4, bands_up_to(4))
 
 
 def _pods() -> list[dict[str, str]]:
@@ -43,9 +58,13 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     if binary is None:
         pytest.fail("prometheus is missing: run `make tools`")
     workdir = tmp_path_factory.mktemp("prometheus")
-    exporter = ExpositionServer(VLLM_FIXTURE.read_text(), OperatorExposition(DEPLOYMENTS))
-    engines = SimulatedEngines(workdir, {**{pod: n for pod, (_, n) in SIMULATED.items()}, SCHEDULED_POD: 4},
-                               SIM_PROFILE, schedules={SCHEDULED_POD: SCHEDULE})
+    exporter = ExpositionServer(VLLM_FIXTURE.read_text() + _switchback_exposition(), OperatorExposition(DEPLOYMENTS))
+    live_file = workdir / "live.json"
+    live_file.write_text(json.dumps(LIVE))
+    engines = SimulatedEngines(workdir, {**{pod: n for pod, (_, n) in SIMULATED.items()}, SCHEDULED_POD: 4,
+                                         SWITCHBACK_POD: 4},
+                               SIM_PROFILE, schedules={SCHEDULED_POD: SCHEDULE, SWITCHBACK_POD: [[1, 65536, 4]]},
+                               live_files={SWITCHBACK_POD: live_file})
     try:
         engines.wait_ready()
         engines.start_load()
@@ -55,6 +74,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         simulated[engines.ports[SCHEDULED_POD]] = {"namespace": SIM_NAMESPACE, "deployment": SCHEDULED_DEPLOYMENT,
                                                    "track": "stable", "pod": SCHEDULED_POD,
                                                    "num_speculative_tokens": "4"}
+        simulated[engines.ports[SWITCHBACK_POD]] = {"namespace": SIM_NAMESPACE, "deployment": SWITCHBACK_DEPLOYMENT,
+                                                    "track": "stable", "pod": SWITCHBACK_POD,
+                                                    "num_speculative_tokens": "4"}
         with exporter.serve() as port:
             server = Prometheus(binary, workdir, prometheus_config(port, _pods(), simulated, RULES))
             try:
@@ -113,7 +135,8 @@ def test_per_track_panels_keep_stable_and_canary_apart(prometheus: Prometheus) -
     expr = next(e for name, title, e in _queries() if name == "speculative-decoding" and title == "Mean accepted length")
     expr = _substitute(expr, {"namespace": ALL, "deployment": ALL, "model": ALL, "track": ALL})
     expected = {(d.name, t) for d in DEPLOYMENTS for t in ("stable", "canary")} | \
-        {(SIM_DEPLOYMENT, track) for track, _ in SIMULATED.values()} | {(SCHEDULED_DEPLOYMENT, "stable")}
+        {(SIM_DEPLOYMENT, track) for track, _ in SIMULATED.values()} | {(SCHEDULED_DEPLOYMENT, "stable"),
+                                                                         (SWITCHBACK_DEPLOYMENT, "stable")}
     # Each pod's first rate needs two of its scrapes; wait until every track has one.
     poll(lambda: {(s["metric"]["deployment"], s["metric"]["track"]) for s in prometheus.query(expr)} == expected,
          30, "mean accepted length for every deployment and track")
@@ -149,7 +172,7 @@ def test_template_variables_list_the_scraped_values(prometheus: Prometheus) -> N
     operator = {"namespace": {d.namespace for d in DEPLOYMENTS}, "deployment": {d.name for d in DEPLOYMENTS}}
     # Variables read from vLLM series also list the simulated engines.
     vllm = {"namespace": operator["namespace"] | {SIM_NAMESPACE},
-            "deployment": operator["deployment"] | {SIM_DEPLOYMENT, SCHEDULED_DEPLOYMENT},
+            "deployment": operator["deployment"] | {SIM_DEPLOYMENT, SCHEDULED_DEPLOYMENT, SWITCHBACK_DEPLOYMENT},
             "model": {MODEL, SIM_PROFILE}, "track": {"stable", "canary"}}
     for dashboard, variable in _variables():
         metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
@@ -204,3 +227,16 @@ def test_acceptance_panels_count_only_what_was_drafted(prometheus: Prometheus) -
     assert all(math.isnan(values[p]) for p in ("1", "2", "3")), values
     (rate,) = prometheus.query(panels["Draft acceptance rate"])
     assert abs(float(rate["value"][1]) - values["0"]) < 0.05, (rate, values)
+
+
+def test_switchback_panels_show_each_arm_of_a_switching_engine(prometheus: Prometheus) -> None:
+    """A simulated stable pod alternating K=2 and K=4: the tuner dashboard shows both arms' throughput, and the
+    K in force at its bands is one of the two."""
+    chosen = {"namespace": SIM_NAMESPACE, "deployment": SWITCHBACK_DEPLOYMENT, "model": ALL, "track": ALL}
+    exprs = {title: _substitute(expr, chosen) for name, title, expr in _queries()
+             if title in ("Output tokens per step-second by arm", "K in force by batch-size band")}
+    arms = {"1-65536:2", "1-65536:4"}
+    poll(lambda: {s["metric"]["arm"] for s in prometheus.query(exprs["Output tokens per step-second by arm"])
+                  if float(s["value"][1]) > 0} == arms, 30, "both arms' throughput")
+    k = prometheus.query(exprs["K in force by batch-size band"])
+    assert k and {float(s["value"][1]) for s in k} <= {2.0, 4.0}

@@ -17,9 +17,13 @@ from specpilot_harness.realvllm.run import (REAL_METHODS, REAL_WINDOW, real_opti
 OUT = os.environ.get("SPECPILOT_E2E_OUT")
 
 
+# draft_model measured by canaries, ngram by switchback (its N set live in the running engines).
+MEASURES = {"draft_model": "canary", "ngram": "switchback"}
+
+
 @pytest.mark.parametrize("method", REAL_METHODS)
 async def test_the_operator_tunes_real_vllm_and_the_measured_sweep_agrees(method: str, tmp_path: Path) -> None:
-    opts = real_options(method, REAL_WINDOW, tmp_path)
+    opts = real_options(method, REAL_WINDOW, tmp_path, MEASURES[method])
     result = await run_real(opts, Console(stderr=True, width=160))
     write_json(result, Path(OUT or tmp_path) / f"e2e-{method}.json")
     summary = report(result)
@@ -48,3 +52,9 @@ async def test_the_operator_tunes_real_vllm_and_the_measured_sweep_agrees(method
     assert len(result.canaries) < len(opts.candidates), summary
     swept = result.swept_tokens_per_s
     assert all(swept[p["to"]] >= swept[p["from"]] * (1 - opts.margin - noise) for p in result.promotions), summary
+    if opts.measure == "switchback":
+        # Every N was set live: the stable pods serving at the end were made before the first trial, and
+        # none of their containers restarted.
+        first = min(s["time"] for s in result.path if s["action"] == ActionKind.START_CANARY)
+        assert len(result.stable_pods) == opts.replicas, summary
+        assert all(created < first and restarts == 0 for _, created, restarts in result.stable_pods), summary

@@ -47,6 +47,9 @@ GOOD = [
        accelerator={"securityProfile": "recommended"}, tuning={"canary": {"trafficRouting": "gateway", "httpRoute": "qwen"}}),
 ]
 
+# suffix needs an image declared to carry arctic-inference (rules._package_rules).
+SUFFIX_IMAGE: dict[str, Any] = {"image": "registry.example/vllm-arctic:0.33", "imagePackages": ["arctic-inference"]}
+
 # (id, object, path of the refusal, words of its message)
 BAD = [
     ("draft-required", sd({"method": "eagle3", "numSpeculativeTokens": 3}), "spec.speculative.draftModel",
@@ -74,6 +77,17 @@ BAD = [
     ("schedule-range", sd({"method": "mtp", "numSpeculativeTokens": 3,
                            "schedule": [{"minBatchSize": 3, "maxBatchSize": 2, "numSpeculativeTokens": 1}]}),
      "spec.speculative.schedule[0].maxBatchSize", ">= minBatchSize"),
+    ("schedule-suffix", sd({"method": "suffix", "numSpeculativeTokens": 4,
+                            "schedule": [{"minBatchSize": 1, "maxBatchSize": 8, "numSpeculativeTokens": 4}]},
+                           **SUFFIX_IMAGE),
+     "spec.speculative.schedule", "method suffix runs on vLLM's V1 model runner, which ignores"),
+    ("schedule-mode-suffix", sd({"method": "suffix", "numSpeculativeTokens": 4}, **SUFFIX_IMAGE,
+                                tuning={"enabled": True, "mode": "schedule"}),
+     "spec.tuning.mode", "but method suffix"),
+    ("schedule-mode-alternative-suffix", sd({"method": "ngram", "numSpeculativeTokens": 4}, **SUFFIX_IMAGE,
+                                            tuning={"enabled": True, "mode": "schedule",
+                                                    "alternatives": [{"method": "suffix", "numSpeculativeTokens": 4}]}),
+     "spec.tuning.mode", "but method suffix"),
     ("candidate-dflash", sd({"method": "dflash", "draftModel": "d", "numSpeculativeTokens": 7, "blockSize": 8},
                             tuning={"candidates": [3, 8]}), "spec.tuning.candidates", "must lie in 0..7 for method dflash"),
     ("candidate-off", sd({"method": "off"}, tuning={"candidates": [0, 1]}), "spec.tuning.candidates",

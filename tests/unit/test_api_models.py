@@ -25,7 +25,12 @@ def test_defaults_fill_every_optional_section() -> None:
     assert spec.tuning.candidates is None
     canary = spec.tuning.canary
     assert (canary.replicas, canary.analysis_window, canary.windows, canary.progress_deadline) == (1, "5m", 6, "20m")
-    assert (spec.tuning.promotion_margin, spec.tuning.confidence, spec.tuning.cooldown) == (0.02, 0.95, "1h")
+    assert (spec.tuning.canary_margin, spec.tuning.confidence, spec.tuning.cooldown) == (0.02, 0.95, "1h")
+    # Left out, the margin is the measure's: a switchback promotion restarts nothing.
+    assert spec.tuning.promotion_margin is None
+    live = spec.tuning.model_copy(update={"measure": "switchback"})
+    # A parallel drafter's N (and any method canary) is still a restart: a canary's margin.
+    assert (live.margin_for("mtp"), live.margin_for("dflash"), live.canary_margin) == (0.005, 0.02, 0.02)
 
 
 def test_contract_field_names_round_trip_as_camel_case() -> None:

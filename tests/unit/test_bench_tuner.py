@@ -79,6 +79,28 @@ def test_simulated_counters_follow_the_profile() -> None:
     assert np.mean(lengths) == pytest.approx(p.expected_length(3), rel=0.02)
 
 
+def test_switchback_measures_an_n_in_the_stable_pods_without_a_restart() -> None:
+    """Under switchback a canary of the same drafter under the started N is an arm of the stable's pods: it
+    serves at once at the stable's load, the two arms share the window's noise, and nothing restarts; a
+    parallel drafter's N stays a canary of its own (its block depends on the started N)."""
+    (p,) = parse()
+    dep = Deployment(p, np.random.default_rng(1), stable_n=1, measure="switchback", started_n=3)
+    dep.start_canary(3)
+    obs = dep.window()
+    assert obs.switchback and obs.canary is not None and obs.stable is not None
+    assert obs.canary.ready_pods == obs.stable.ready_pods == dep.stable_pods
+    assert obs.canary.delta.generation_tokens > 0  # no restart: it served the whole window
+    assert len(obs.canary.delta.accepted_per_pos) == 3 and len(obs.stable.delta.accepted_per_pos) == 1
+    dep.promote(3)
+    assert dep.restarts == 0 and dep.served() == (3, None)
+    dep.promote(2)
+    assert dep.served() == (3, [[1, 65536, 2]])  # K=2 served as a table under the started 3
+    (q,) = parse(method="dflash")
+    block = Deployment(q, np.random.default_rng(1), stable_n=1, measure="switchback", started_n=3)
+    block.start_canary(3)
+    assert not block.canary_live and block.restarts == 1
+
+
 def test_canary_serves_nothing_while_it_restarts() -> None:
     (p,) = parse()
     dep = Deployment(p, np.random.default_rng(0), stable_n=3, restart_s=600.0)
@@ -171,7 +193,7 @@ def test_cli_writes_the_documented_json_shape(tmp_path: Path, capsys: pytest.Cap
     rc, out = run_cli(tmp_path, "--markdown", str(tmp_path / "table.md"))
     assert rc == 0
     doc = json.loads(out.read_text())
-    keys = {"name", "seed", "chosen_n", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct",
+    keys = {"name", "seed", "method", "chosen_n", "restarts", "canaries", "tried", "oracle_n", "regret_pct", "exploration_cost_pct",
             "family", "promotions", "worst_promotion_pct", "schedule", "schedule_canaries", "vs_single_pct", "oracle_k_by_load", "oracle_started_n",
             "oracle_gain_pct", "oracle_gain_share"}
     assert len(doc["results"]) == 2 and {r["seed"] for r in doc["results"]} == {0, 1}
@@ -229,6 +251,20 @@ def test_shipped_profiles_are_what_the_calibration_builds() -> None:
 
     path = Path(cli.__file__).parent / "profiles" / "article.json"
     assert json.loads(path.read_text()) == json.loads(json.dumps(build()))
+
+
+def test_structural_profiles_are_what_the_deformer_builds_and_hold_every_shape() -> None:
+    from specpilot_harness.bench.structural import SHAPES, build
+
+    path = Path(cli.__file__).parent / "profiles" / "structural.json"
+    doc = json.loads(path.read_text())
+    built = [json.loads(p.model_dump_json(exclude_defaults=True)) for p in build()]
+    assert doc == {"profiles": built}
+    assert {p["family"] for p in built} == set(SHAPES)
+    # A cliff's N after the best steps slower at every load than the undeformed table said.
+    cliff = next(p for p in build() if p.family == "cliff")
+    best = cliff.oracle_n()
+    assert all(row[best + 1] / row[best] > 1.05 for row in cliff.step_time_ms.values())
 
 
 def test_generated_profiles_are_what_the_generator_builds_and_cover_every_family() -> None:

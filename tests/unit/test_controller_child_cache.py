@@ -8,7 +8,7 @@ from typing import Any
 
 from specpilot.api.models import API_VERSION, KIND
 from specpilot.controller.child_cache import ChildCache
-from specpilot.render.names import DEPLOYMENT_LABEL
+from specpilot.api.names import DEPLOYMENT_LABEL
 
 PARENT = ("team", "uid-a")
 

@@ -88,7 +88,7 @@ def test_names_columns_and_status_subresource() -> None:
     columns = version["additionalPrinterColumns"]
     assert [c["name"] for c in columns if not c.get("priority")] == [
         "Method", "N", "Ready", "Phase", "Accepted length", "Schedule", "Age"]
-    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Replicas", "Canary N", "Tuning"]
+    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Replicas", "Started N", "Arms", "Canary N", "Tuning"]
 
 
 def test_every_cel_rule_compiles_and_every_list_it_reads_is_bounded() -> None:

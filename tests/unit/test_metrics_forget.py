@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from specpilot.controller.metrics import OperatorMetrics
-from specpilot.controller.tuning_metrics import TunerMetrics
+from specpilot.controller.tuning.metrics import TunerMetrics
 
 
 def test_every_per_object_series_goes_with_the_object() -> None:

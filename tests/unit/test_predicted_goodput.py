@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from specpilot.controller.tuning_metrics import predicted_goodput
+from specpilot.controller.tuning.metrics import predicted_goodput
 
 PLAN = {"action": "start_canary", "numbers": {"stable_n": 3, "gain_pct": {"3": 0.0, "5": 10.0}}}
 

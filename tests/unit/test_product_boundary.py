@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# rich is not here: httpx imports it for its own CLI whenever it is installed (the harness installs it; the
-# operator image does not). The import contracts above keep our code from importing it.
 HARNESS = ("specpilot_harness", "matplotlib")
 
 
@@ -38,6 +36,15 @@ def test_starting_the_operator_or_a_serving_pod_loads_no_harness_module(argv: tu
     loaded = _loaded_modules(*argv)
     assert any(m.startswith(argv[0].split(".")[0]) for m in loaded)  # the log was read
     assert not {m for m in loaded if m.split(".")[0] in HARNESS}
+
+
+def test_the_operator_loads_no_console_library() -> None:
+    """`specpilot run` presents nothing: rich (55 modules) stays out although the harness installs it here.
+    It came in through httpx, whose package imports its own command-line client whenever rich is installed
+    (scrape/pods.py keeps that client out)."""
+    loaded = _loaded_modules("specpilot.cli", "run", "--help")
+    assert {"specpilot.controller.operator", "specpilot.scrape.pods", "httpx"} <= loaded  # what `run` runs
+    assert not {m for m in loaded if m.split(".")[0] == "rich"}
 
 
 def test_the_harness_commands_come_from_the_harness_when_it_is_installed() -> None:

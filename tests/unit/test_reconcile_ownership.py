@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from specpilot.controller.kube import KubeError
-from specpilot.render.names import DEPLOYMENT_LABEL
+from specpilot.api.names import DEPLOYMENT_LABEL
 
 from test_reconcile_child_cache import FakeApi, _reconciler, _sd
 

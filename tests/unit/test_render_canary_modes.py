@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from specpilot.api.validate import load
-from specpilot.controller.traffic import canary_weight
+from specpilot.canary.traffic import canary_weight
 from specpilot.render import render
 from specpilot.render.replicas import placement
 

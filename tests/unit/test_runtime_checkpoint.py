@@ -140,13 +140,17 @@ def test_a_config_json_past_reading_is_a_problem_not_a_traceback(tmp_path: Path,
     assert [p.path for p in problems] == ["speculative.draftModel"] and says in problems[0].message
 
 
-@pytest.mark.parametrize("bad", [{"architectures": 5}, {"architectures": "Eagle3LlamaForCausalLM"},
-                                 {"architectures": [None, {"a": 1}]}, {"model_type": {"a": 1}},
-                                 {"model_type": ["qwen3"], "text_config": {"model_type": 7}}])
-def test_fields_of_the_wrong_type_read_as_absent(bad: dict[str, Any]) -> None:
-    """`architectures: 5` and a `model_type` object raised TypeError out of `specpilot-runtime serve`."""
-    for method in ("eagle3", "dflash", "mtp", "draft_model"):
-        n = 3
-        model = None if method == "mtp" else "/ckpt/draft"
-        assert isinstance(draft_problems(spec(method, n, model=model), bad, bad), list)
-    assert draft_info(bad).architectures == () and target_mtp_layers(bad) is None
+@pytest.mark.parametrize("bad,key", [({"architectures": 5}, "architectures"),
+                                     ({"architectures": "Eagle3LlamaForCausalLM"}, "architectures"),
+                                     ({"architectures": [None, {"a": 1}]}, "architectures"),
+                                     ({"model_type": {"a": 1}}, "model_type"),
+                                     ({"model_type": ["qwen3"], "text_config": {"model_type": 7}}, "model_type")])
+def test_fields_of_the_wrong_type_are_refused_naming_the_key(bad: dict[str, Any], key: str) -> None:
+    """`architectures: 5` and a `model_type` object raised TypeError out of `specpilot-runtime serve`; then
+    they read as absent, which claimed nothing about a file no checkpoint writes. Now they are named."""
+    for method in ("eagle3", "dflash", "draft_model"):
+        (msg,) = messages(spec(method, 3), bad, None)
+        assert msg.startswith(f"speculative.draftModel: the draft's config.json: {key} is "), msg
+    if key == "model_type":  # what a target's MTP check reads of it
+        (msg,) = messages(spec("mtp", 3, model=None), None, bad)
+        assert msg.startswith(f"model: the target's config.json: {key} is "), msg

@@ -96,6 +96,30 @@ def test_plugin_switch_and_vllm_plugins_allow_list() -> None:
     assert off[engine.PLUGIN_ENABLE_ENV] == "0" and "VLLM_PLUGINS" not in off
 
 
+def test_the_plugin_is_not_loaded_when_nothing_is_drafted() -> None:
+    """vLLM turns its stats on whenever a stat-logger plugin is loaded: with method off (what a track at N=0
+    runs, render/engine.py) the plugin is left out of VLLM_PLUGINS, and every other installed plugin kept."""
+    off, others = cfg(speculative={"method": "off"}), ["lora_filesystem_resolver", "their_logger"]
+    env = engine.env(off, {}, [*others, engine.PLUGIN_ENTRY_POINT])
+    assert env[engine.VLLM_PLUGINS_ENV] == "lora_filesystem_resolver,their_logger"
+    # Nothing else installed: an empty list, which vLLM reads as "load none".
+    assert engine.env(off, {}, [engine.PLUGIN_ENTRY_POINT])[engine.VLLM_PLUGINS_ENV] == ""
+    listed = engine.env(off, {engine.VLLM_PLUGINS_ENV: f"their_logger,{engine.PLUGIN_ENTRY_POINT}"}, others)
+    assert listed[engine.VLLM_PLUGINS_ENV] == "their_logger"
+    assert engine.VLLM_PLUGINS_ENV not in engine.env(off, {engine.VLLM_PLUGINS_ENV: "their_logger"}, others)
+    # The metric turned off in engine.json: not loaded either, though N > 0.
+    assert engine.env(cfg(drafted_per_position_metric=False), {}, others)[engine.VLLM_PLUGINS_ENV] == \
+        "lora_filesystem_resolver,their_logger"
+    # Drafting: vLLM's default (every installed plugin) already loads it.
+    assert engine.VLLM_PLUGINS_ENV not in engine.env(cfg(), {}, [*others, engine.PLUGIN_ENTRY_POINT])
+
+
+def test_serve_lists_the_installed_vllm_plugins_it_leaves_ours_out_of() -> None:
+    from specpilot_runtime.serve import installed_vllm_plugins
+
+    assert engine.PLUGIN_ENTRY_POINT in installed_vllm_plugins()
+
+
 def test_ngram_pods_get_one_numba_thread_unless_the_pod_or_user_says_otherwise() -> None:
     ngram = {"method": "ngram", "num_speculative_tokens": 3}
     assert engine.env(cfg(speculative=ngram), {})[engine.NUMBA_THREADS] == "1"

@@ -73,9 +73,11 @@ def refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: dict[str
 @pytest.mark.parametrize("speculative,expected", [
     # The checkpoint was trained with block size 8: N=10 passes the default-16 rule, not the checkpoint's.
     ({"num_speculative_tokens": 10}, "speculative.numSpeculativeTokens: 10 is too large for this dflash draft "
-                                     "(block size 8): set it to at most 7"),
+                                     "(block size 8, config.json "
+                                     "dflash_config.block_size): set it to at most 7"),
     ({"num_speculative_tokens": 7, "block_size": 16}, "speculative.blockSize: is 16 but the draft checkpoint was "
-                                                      "trained with block size 8: set blockSize to 8"),
+                                                      "trained with block size 8 "
+                                                      "(config.json dflash_config.block_size): set blockSize to 8"),
 ])
 def test_a_dflash_checkpoint_is_checked_against_n_and_block_size(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], speculative: dict[str, Any], expected: str) -> None:

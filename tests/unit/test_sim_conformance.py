@@ -27,22 +27,30 @@ READ_BY_SPECPILOT = {
 }
 
 
+def _renamed(name: str) -> str:
+    """A family or sample name under its new name: the real scrapes are of the plugin before the rename."""
+    for old, new in vm.DEPRECATED_NAMES.items():
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
+
+
 def surface(text: str) -> dict[str, dict[str, object]]:
     """Family name -> its type, HELP, and per sample suffix the label names (and `le`/position values)."""
     out: dict[str, dict[str, object]] = {}
     for fam in text_string_to_metric_families(text):
-        if not fam.name.startswith("vllm:"):
+        if not fam.name.startswith(vm.PREFIXES):
             continue
         samples: dict[str, frozenset[str]] = {}
         buckets: set[str] = set()
         positions: set[str] = set()
         for s in fam.samples:
-            samples[s.name] = frozenset(s.labels)
+            samples[_renamed(s.name)] = frozenset(s.labels)
             if "le" in s.labels:
                 buckets.add(s.labels["le"])
             if vm.LABEL_POSITION in s.labels:
                 positions.add(s.labels[vm.LABEL_POSITION])
-        out[fam.name] = {"type": fam.type, "help": fam.documentation, "samples": samples,
+        out[_renamed(fam.name)] = {"type": fam.type, "help": fam.documentation, "samples": samples,
                          "buckets": buckets, "positions": positions}
     return out
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specpilot.api.models import Canary, SpeculativeDeployment, Tuning
-from specpilot.controller import tuning_resume
+from specpilot.canary import resume as tuning_resume
 from specpilot.tuning import Observations, TunerState, step
 from specpilot.tuning import tournament as tour
 from specpilot.tuning import tournament_state as tour_state

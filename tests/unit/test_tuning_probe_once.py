@@ -14,6 +14,7 @@ from specpilot.tuning import ActionKind, TunerState, machine, step
 from specpilot.tuning.judge import Verdict
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.planner import Plan
+from specpilot.tuning.rules import analysing
 
 from test_tuning_machine import TUNING, FakeDeployment
 
@@ -21,7 +22,7 @@ FLIP = {0: 1, 1: 0}  # each N's rival: the model always expects the other one to
 
 
 def fickle_plan(method, records, model, candidates, stable_n, loads, objective, margin, share, exclude=(),
-                power=None) -> Plan:
+                power=None, restart_windows=1.0) -> Plan:
     canary = next((r.n for r in reversed(records) if r.track == "canary"), None)
     ahead = FLIP.get(canary, 1)
     gain = {n: 0.0 for n in candidates} | {0: 0.20, 1: 0.20, ahead: 0.215}
@@ -38,9 +39,9 @@ def proven(*args, **kwargs) -> Verdict:
 @pytest.fixture
 def fickle_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "plan", fickle_plan)
-    monkeypatch.setattr(machine, "judge", proven)
-    monkeypatch.setattr(machine, "known", lambda method, records: {0, 1, 3})
-    monkeypatch.setattr(machine, "PROMOTE_MIX_WINDOWS", 0)
+    monkeypatch.setattr(analysing, "judge", proven)
+    monkeypatch.setattr(analysing, "known", lambda method, records: {0, 1, 3})
+    monkeypatch.setattr(analysing, "PROMOTE_MIX_WINDOWS", 0)
 
 
 def first_decisions(count: int, new_round_after_rollback: bool = False) -> tuple[list, TunerState]:
@@ -77,7 +78,7 @@ def test_two_proven_canaries_the_model_ranks_each_behind_the_other_end_in_a_prom
 
 
 def far_ahead_plan(method, records, model, candidates, stable_n, loads, objective, margin, share, exclude=(),
-                   power=None) -> Plan:
+                   power=None, restart_windows=1.0) -> Plan:
     # The canary (N=0 or 1) is proven +20%; the model expects N=1 a further 10% ahead of N=0: five margins.
     gain = {n: 0.0 for n in candidates} | {0: 0.20, 1: 0.32}
     gain[stable_n] = 0.0
@@ -99,7 +100,7 @@ def test_a_proven_canary_far_behind_the_model_s_best_is_promoted_before_that_n_i
 
 
 def rival_plan(method, records, model, candidates, stable_n, loads, objective, margin, share, exclude=(),
-               power=None) -> Plan:
+               power=None, restart_windows=1.0) -> Plan:
     # The model always expects 0 a little ahead of 1 (by more than half the margin); 0 is canaried first.
     gain = {n: 0.0 for n in candidates} | {0: 0.215, 1: 0.20}
     gain[stable_n] = 0.0
@@ -117,7 +118,7 @@ def zero_loses(stable, canary, *args, **kwargs) -> Verdict:
 def test_an_n_rolled_back_in_an_earlier_round_is_not_probed_for_the_model_s_word(
         fickle_model: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "plan", rival_plan)
-    monkeypatch.setattr(machine, "judge", zero_loses)
+    monkeypatch.setattr(analysing, "judge", zero_loses)
     decisions, state = first_decisions(4, new_round_after_rollback=True)
     assert decisions == [(ActionKind.START_CANARY, 0), (ActionKind.ROLLBACK, 0), (ActionKind.START_CANARY, 1),
                          (ActionKind.PROMOTE, 1)], state.history

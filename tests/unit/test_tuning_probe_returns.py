@@ -21,5 +21,11 @@ def test_a_proven_canary_comes_back_after_a_failed_probe() -> None:
     profile = load_profiles(PROFILES.read_text())["gen-old-gpu-eagle3-38"]
     assert profile.default_n == 3 and profile.goodput(7) > 1.1 * profile.goodput(3)
     run = run_tuner(profile, seed=1, fleet=Fleet(3, "surge"))
-    assert run.tried[:3] == [7, 5, 7]  # 7 proven, rolled back to probe 5, then back
-    assert run.chosen_n == 7 and run.promotions == [(3, 7)], run
+    # The rule fired: an N proven, rolled back to probe another, then canaried again (when found: 7, 5, 7).
+    back = [run.tried[i] for i in range(len(run.tried) - 2) if run.tried[i] == run.tried[i + 2] != run.tried[i + 1]]
+    assert back, run
+    assert back[0] in [new for _, new in run.promotions], run  # and not lost for the round: promoted
+    # What the user sees: no promotion worse than the issue's -0.5%, and the run ends within its 3% max
+    # regret of the oracle (the default, 3, is more than 10% short of it).
+    assert all(profile.goodput(new) >= 0.995 * profile.goodput(old) for old, new in run.promotions), run
+    assert profile.goodput(run.chosen_n) >= 0.97 * profile.goodput(profile.oracle_n()), run

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from specpilot.api.models import SpeculativeDeployment
-from specpilot.controller import tuning_resume
-from specpilot.controller.reconcile import TrackPlan, plan_tracks
+from specpilot.canary import resume as tuning_resume
+from specpilot.canary.tracks import TrackPlan, plan_tracks
 from specpilot.tuning import TunerState
 from specpilot.tuning.state import MAX_HISTORY, MAX_PAIRS, MAX_RECORDS
 

@@ -1,5 +1,5 @@
 """Schedule mode: a proven N whose windows propose a schedule expected to beat it is rolled back as a probe,
-and the schedule is canaried against the stable that N would have replaced (`machine._schedule_probe`).
+and the schedule is canaried against the stable that N would have replaced (`rules.analysing.schedule_probe`).
 Promoted first, the N would leave the schedule only the few percent between them to prove, which one
 round rarely can; against the old stable the schedule's gain is the N's and more."""
 
@@ -10,7 +10,10 @@ from pathlib import Path
 
 from specpilot.api.models import TuningMode
 from specpilot.tuning import ActionKind, TunerState, step
-from specpilot.tuning.machine import _schedule_probe, candidates, fitted_model, load_mix, propose
+from specpilot.tuning.context import Planner, Window
+from specpilot.tuning.machine import _plan, candidates, fitted_model, load_mix, propose
+from specpilot.tuning.observations import Observations
+from specpilot.tuning.rules.analysing import schedule_probe
 from specpilot_harness.bench import cli, strategies
 from specpilot_harness.bench.report import served_goodput
 from specpilot_harness.sim.profile import load_profiles
@@ -19,6 +22,7 @@ PROFILES = Path(cli.__file__).parent / "profiles"
 # An old GPU with a draft model, default N=4, 1 to 64 sequences per pod: no speculation is far better than 4
 # over the mix, and a schedule drafting 2 at the lightest loads, 1 in between and none at 64 better still.
 PROFILE = load_profiles((PROFILES / "mixed-load.json").read_text())["mix-old-gpu-draft_model-2006"]
+NO_OBS = Observations(window_s=0.0, stable=None, canary=None)
 
 
 def _run(mode: TuningMode, seed: int = 0) -> tuple[TunerState, list[dict]]:
@@ -36,21 +40,30 @@ def _run(mode: TuningMode, seed: int = 0) -> tuple[TunerState, list[dict]]:
 def test_a_proven_n_probes_for_the_schedule_its_windows_propose() -> None:
     state, decided = _run("schedule")
     first, verdict, second, promoted = decided[:4]
-    assert (first["action"], first["n"], first.get("schedule")) == (ActionKind.START_CANARY, 0, None)
+    # The rule fired: the first canary, a plain N (when found: N=0), proven and rolled back as a probe for a
+    # schedule, which is canaried next and promoted.
+    assert (first["action"], first.get("schedule")) == (ActionKind.START_CANARY, None)
     assert verdict["action"] == ActionKind.ROLLBACK and verdict["reason"].startswith("probe: schedule ")
     assert verdict["probe"] is True  # a Normal Event, not a failed canary's Warning
-    assert "over stable, N=0 " in verdict["reason"]
+    assert f"over stable, N={first['n']} " in verdict["reason"]
     assert second["action"] == ActionKind.START_CANARY and second["schedule"]
     assert promoted["action"] == ActionKind.PROMOTE and promoted["schedule"] == second["schedule"]
-    # The schedule replaced N=4, and serves more than the N it probed past would have.
     assert state.stable_schedule == second["schedule"]
-    assert served_goodput(PROFILE, state.stable_n, state.stable_schedule) > PROFILE.goodput(0) * 1.02
+    # What the user sees: the probe cost nothing, the schedule serves at least what the N it probed past
+    # would have, and no less than 0.5% below the best single N (the issue's schedule target).
+    served = served_goodput(PROFILE, state.stable_n, state.stable_schedule)
+    assert served >= PROFILE.goodput(first["n"])
+    assert served >= 0.995 * max(PROFILE.goodput(n) for n in range(PROFILE.max_n + 1))
 
 
 def test_single_mode_promotes_the_proven_n() -> None:
     state, decided = _run("single")
-    assert [(h["action"], h["n"]) for h in decided[:2]] == [(ActionKind.START_CANARY, 0), (ActionKind.PROMOTE, 0)]
+    # The first canary proven is promoted, not probed past (when found: N=0) ...
+    (start, start_n), (promote, promote_n) = [(h["action"], h["n"]) for h in decided[:2]]
+    assert (start, promote) == (ActionKind.START_CANARY, ActionKind.PROMOTE) and start_n == promote_n
     assert state.stable_schedule is None
+    # ... and gains: no promotion worse than the issue's -0.5% (the default, 4, is 27% short of the best N).
+    assert PROFILE.goodput(promote_n) >= 0.995 * PROFILE.goodput(PROFILE.default_n)
 
 
 def test_with_no_room_left_in_the_round_the_proven_n_is_banked() -> None:
@@ -60,14 +73,14 @@ def test_with_no_room_left_in_the_round_the_proven_n_is_banked() -> None:
     g = propose(state.method, state.records, fitted_model(state), candidates(state, tuning), load_mix(state),
                 tuning.objective, state.stable_n).stable_gain
     assert g is not None
-    gain = g - tuning.promotion_margin  # the N's expected gain: a margin short of the schedule's
-    assert _schedule_probe(state, tuning, 0, gain) is not None
-    assert _schedule_probe(state, tuning, 0, g) is None  # the schedule would not beat the N by enough
+    gain = g - tuning.canary_margin  # the N's expected gain: a margin short of the schedule's
+    assert schedule_probe(Window(state, tuning, NO_OBS, 0.0, Planner(_plan, propose)), 0, gain) is not None
+    assert schedule_probe(Window(state, tuning, NO_OBS, 0.0, Planner(_plan, propose)), 0, g) is None  # the schedule would not beat the N by enough
     state.windows_in_round = tuning.max_windows_per_round - tuning.canary.windows + 1
-    assert _schedule_probe(state, tuning, 0, gain) is None
+    assert schedule_probe(Window(state, tuning, NO_OBS, 0.0, Planner(_plan, propose)), 0, gain) is None
     state.windows_in_round = 0
     state.schedule_tried = True  # the round's schedule canary has run
-    assert _schedule_probe(state, tuning, 0, gain) is None
+    assert schedule_probe(Window(state, tuning, NO_OBS, 0.0, Planner(_plan, propose)), 0, gain) is None
 
 
 def _before_the_verdict() -> TunerState:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from specpilot.api.models import SpeculativeDeployment
-from specpilot.controller import tuning_resume
-from specpilot.controller import tuning_status as ts
-from specpilot.controller.reconcile import TrackPlan, plan_from, plan_tracks
+from specpilot.canary import resume as tuning_resume
+from specpilot.controller.tuning import decision_events, status as ts
+from specpilot.canary.tracks import TrackPlan, plan_from, plan_tracks
 from specpilot.render import render
-from specpilot.render.names import ENGINE_CONFIG_KEY, TRACK_LABEL
+from specpilot.api.names import ENGINE_CONFIG_KEY, TRACK_LABEL
 from specpilot.tuning import TunerState
 from specpilot.tuning.observations import WindowRecord
 
@@ -67,7 +67,7 @@ def test_status_says_the_served_schedule_and_the_event_names_it() -> None:
     assert ts.status_patch({}, TunerState.new("eagle3", 3), 3, ("True", "Observing", "m"), 1,
                            None)["servedSchedule"] is None
     entry = {"action": "start_canary", "n": 5, "round": 1, "reason": "expected 4%", "schedule": SCHEDULE}
-    assert "N=5 schedule 1-8:5 9-63:3 64+:1" in ts.decision_event(entry).message
+    assert "N=5 schedule 1-8:5 9-63:3 64+:1" in decision_events.decision_event(entry).message
 
 
 @pytest.mark.parametrize(("schedule", "named"), [

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specpilot.api.models import Canary, Tuning
+from specpilot.tuning import ActionKind, step
 from specpilot.tuning.judge import Verdict
 from specpilot.tuning.kinds import Ruling
-from specpilot.tuning.machine import PROMOTE_MIX_WINDOWS, young_mix_wait
+from specpilot.tuning.constants import PROMOTE_MIX_WINDOWS
+from specpilot.tuning.rules.analysing import young_mix_wait
 from specpilot.tuning.schedule import TrackDrafting
-from specpilot_harness.bench import cli
+from specpilot_harness.bench import cli, strategies
 from specpilot_harness.bench.report import served_goodput
 from specpilot_harness.bench.strategies import run_tuner
 from specpilot_harness.sim.profile import load_profiles
@@ -60,12 +64,27 @@ def test_a_canary_out_of_windows_does_not_wait() -> None:
     assert young_mix_wait([1.0, 4.0, 4.0], drafting(7, 2), TUNING, spent) is None
 
 
-def test_a_parallel_drafter_short_n_judged_on_light_windows_first_is_not_lost() -> None:
+def test_a_parallel_drafter_short_n_judged_on_light_windows_first_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     # mix-moe-dspark-2003 seed 1 (the mixed-load bench): the first windows ran at 1 and 4 sequences per pod,
     # where N=2 measured 29% worse than N=7; at 64 and 256 (30% of the windows, most of the goodput) shorter
     # N win. Rolled back after 4 windows, the round ended 10.4% below the best single N. Waiting for the
     # mix, the round ends serving better than it started.
     profile = load_profiles(MIXED.read_text())["mix-moe-dspark-2003"]
+    actions = []
+
+    def spy(*args):
+        state, action = step(*args)
+        actions.append(action)
+        return state, action
+    monkeypatch.setattr(strategies, "step", spy)
     run_ = run_tuner(profile, seed=1, mode="schedule")
-    assert run_.tried[0] == 2
-    assert served_goodput(profile, run_.chosen_n, run_.schedule) > profile.goodput(7) * 1.02
+    assert run_.tried[0] < profile.default_n  # the replay's case: a shorter N canaried first
+    # The rule fired: measured worse on the light loads first, it waited for the heavier ones.
+    assert any(a.kind == ActionKind.KEEP_ANALYSING and a.n == run_.tried[0] and "waiting: load mix seen in" in a.reason
+               for a in actions), [a.reason for a in actions]
+    # What the user sees: the round ends no more than 0.5% below the best single N (the schedule
+    # target; rolled back early it ended 10.4% below), and no promotion lost more than 0.5%.
+    best_single = max(profile.goodput(n) for n in range(profile.max_n + 1))
+    assert served_goodput(profile, run_.chosen_n, run_.schedule) >= 0.995 * best_single, run_
+    assert all(served_goodput(profile, *new) >= 0.995 * served_goodput(profile, *old)
+               for old, new in run_.promotion_configs()), run_

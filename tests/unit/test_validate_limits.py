@@ -12,7 +12,7 @@ import pytest
 
 from specpilot.api.models import NAME_MAX_LENGTH, NAME_PATTERN
 from specpilot.api.validate import validate_object
-from specpilot.render import names
+from specpilot.api import names
 
 from test_validate_bad_inputs import with_changes
 

@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from specpilot.render.names import N_LABEL, TRACK_LABEL
-from specpilot.render.pod import PORT_NAME
+from specpilot.api.names import N_LABEL, PORT_NAME, TRACK_LABEL
 from specpilot.scrape import pods
 from specpilot.scrape.pods import PodScrape, ScrapeLimits
 from specpilot_runtime import vllm_metrics as vm

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from realvllm import Server, TinyModels, VllmVenv
 from specpilot_harness.ports import free_port
+from specpilot_runtime import vllm_metrics as vm
 from test_real_vllm import ENGINE_ARGS, complete_all, scrape
 
 SPECPILOT_ENTRIES = ("specpilot-", "specpilot_", "__editable__.specpilot", "__editable___specpilot")
 PLUGIN_GROUP = "vllm.stat_logger_plugins"
-DRAFTED = "vllm:spec_decode_num_drafted_tokens_per_pos"
+DRAFTED = vm.SPEC_DRAFTED_PER_POS
 
 
 def _site_packages(python: Path) -> Path:

@@ -21,9 +21,9 @@ from specpilot.api.models import Canary, Tuning, canary_pods
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
 from . import floor, judge_bench, operator_bench, tournament, tuned_bench
-from .simulate import CANARY_MODES, STABLE_PODS, Fleet
+from .simulate import CANARY_MODES, MEASURES, STABLE_PODS, Fleet
 from .strategies import MAX_WINDOWS
-from .report import family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
+from .report import drafter_rows, family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="per-window sd of log step time, as a profile's noise (default 0.1)")
     j.add_argument("--windows", type=int, default=Canary().windows,
                    help="spec.tuning.canary.windows (default %(default)s)")
-    j.add_argument("--margin", type=float, default=Tuning().promotion_margin,
+    j.add_argument("--margin", type=float, default=Tuning().canary_margin,
                    help="spec.tuning.promotionMargin (default %(default)s)")
     j.add_argument("--confidence", type=float, default=Tuning().confidence,
                    help="spec.tuning.confidence (default %(default)s)")
@@ -107,10 +107,18 @@ def _fleet_args(p: argparse.ArgumentParser) -> None:
                         "more canaries that are no better")
 
 
+    p.add_argument("--measure", choices=MEASURES, default="switchback",
+                   help="the spec's tuning.measure (default %(default)s, which the benchmark favours: "
+                        "docs/benchmark.md, \"Switchback\"): canary: every N the tuner tries is a pod "
+                        "of its own (a restart); switchback: the engines start at the largest candidate and "
+                        "serve the N under trial as a live arm, alternating with the stable's inside every "
+                        "stable pod (no restart; a method of its own is still a canary)")
+
+
 def _settings(args: argparse.Namespace, fleet: Fleet) -> dict[str, Any]:
     """What a results file was run with, beside its rows: runs at other settings are not comparable."""
     return {"seeds": args.seeds, "windows": args.windows, "noise": args.noise, "confidence": fleet.confidence,
-            "stable_replicas": fleet.stable_replicas, "canary_mode": args.canary_mode}
+            "stable_replicas": fleet.stable_replicas, "canary_mode": args.canary_mode, "measure": fleet.measure}
 
 
 def _confidence(text: str) -> float:
@@ -149,7 +157,8 @@ def _fleet(args: argparse.Namespace, err: Console) -> Fleet | None:
         err.print("[red]error:[/red] --canary-mode replace needs --stable-replicas of at least 2 (a stable pod "
                   "always serves)")
         return None
-    return Fleet(args.stable_replicas, canary_pods(args.canary_mode, args.stable_replicas, 1), args.confidence)
+    return Fleet(args.stable_replicas, canary_pods(args.canary_mode, args.stable_replicas, 1), args.confidence,
+                 args.measure)
 
 
 def _read(path: Path, parse: Callable[[str, str], T], err: Console) -> T | None:
@@ -216,12 +225,13 @@ def run(args: argparse.Namespace) -> int:
     _print_table(out, f"specpilot bench tuner: {len(profiles)} profiles x {args.seeds} seeds x "
                       f"{args.windows} windows, confidence {fleet.confidence:g}", *table_rows(res), left=("profile",))
     _print_table(out, "by cost-shape family", *family_rows(res), left=("family",))
+    _print_table(out, "by drafter family", *drafter_rows(res), left=("drafter family",))
     _print_table(out, "mixed loads: served configuration against the best single N and the per-load oracle",
                  *mixed_rows(res), left=("profile", "tuner serves"), no_wrap=("profile",))
     s = res.summary()
     for name, v in s.items():
         out.print(f"{name:>10}: mean regret {v['mean_regret_pct']:.2f}%, max {v['max_regret_pct']:.2f}%, "
-                  f"{v['mean_canaries']:.2f} canaries, exploration cost {v['mean_exploration_cost_pct']:.2f}%, "
+                  f"{v['mean_canaries']:.2f} canaries, {v['mean_restarts']:.2f} restarts (max {v['max_restarts']}), exploration cost {v['mean_exploration_cost_pct']:.2f}%, "
                   f"worst promotion {v['worst_promotion_pct']:+.2f}%", highlight=False)
     for line in mixed_verdict(res):
         out.print(line, highlight=False)
@@ -300,11 +310,11 @@ def run_judge(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] {flag}: {first['msg']}")
         return 2
     points = judge_bench.operating_characteristic(gains, args.trials, args.noise, tuning.canary.windows,
-                                                  tuning.promotion_margin, tuning.confidence, args.seed)
+                                                  tuning.canary_margin, tuning.confidence, args.seed)
     out = Console(width=200)
     table = Table(title=f"specpilot bench judge: {args.trials} canaries per gain, noise {args.noise:g}, "
                         f"{tuning.canary.windows} windows (up to {judge_bench.EXTEND * tuning.canary.windows}), "
-                        f"margin {tuning.promotion_margin:.1%}, confidence {tuning.confidence:g}")
+                        f"margin {tuning.canary_margin:.1%}, confidence {tuning.confidence:g}")
     for h in ("true gain %", "promoted %", "planner expects %", "rolled back %", "inconclusive %",
               "windows to verdict"):
         table.add_column(h, justify="right")
@@ -320,7 +330,7 @@ def run_judge(args: argparse.Namespace) -> int:
                   f"against the stable, the most of any gain <= 0", highlight=False)
     if args.json_out:
         args.json_out.write_text(json.dumps({"noise": args.noise, "windows": tuning.canary.windows,
-                                             "margin": tuning.promotion_margin, "confidence": tuning.confidence,
+                                             "margin": tuning.canary_margin, "confidence": tuning.confidence,
                                              "seed": args.seed, "points": [p.to_json() for p in points]},
                                             indent=1) + "\n")
     return 0

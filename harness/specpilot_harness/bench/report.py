@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from specpilot.api.models import TuningMode
 from specpilot_harness.sim.profile import Profile
-from specpilot_runtime.speculative import schedule_k
+from specpilot_runtime.speculative import METHODS, Family, schedule_k
 
 from .simulate import Fleet, served_goodput_at
 from .strategies import BASELINES, MAX_WINDOWS, Run, run_tuner
@@ -74,12 +74,12 @@ def oracle_gain(profile: Profile) -> float:
 def row(profile: Profile, seed: int, run: Run) -> dict[str, Any]:
     oracle = profile.oracle_n()
     single = profile.goodput(oracle)
-    served = served_goodput(profile, run.chosen_n, run.schedule)
+    served = served_goodput(profile, *run.served_config())
     ks, g_load, started = per_load_oracle_started(profile)
     share = (served - single) / (g_load - single) if g_load / single - 1.0 >= MIN_ORACLE_GAIN else None
-    return {"name": profile.name, "seed": seed, "chosen_n": run.chosen_n,
+    return {"name": profile.name, "seed": seed, "method": profile.method, "chosen_n": run.chosen_n,
             "schedule": [list(r) for r in run.schedule] if run.schedule else None,
-            "canaries": len(run.tried), "tried": list(run.tried), "schedule_canaries": run.schedule_canaries,
+            "restarts": run.restarts, "canaries": len(run.tried), "tried": list(run.tried), "schedule_canaries": run.schedule_canaries,
             "oracle_n": oracle,
             "regret_pct": round(100 * max(0.0, 1.0 - served / single), 3),
             "vs_single_pct": round(100 * (served / single - 1.0), 3),
@@ -126,6 +126,8 @@ class Results:
             out[name] = {"mean_regret_pct": round(sum(r["regret_pct"] for r in rows) / n, 3),
                          "max_regret_pct": round(max((r["regret_pct"] for r in rows), default=0.0), 3),
                          "mean_canaries": round(sum(r["canaries"] for r in rows) / n, 3),
+                         "mean_restarts": round(sum(r["restarts"] for r in rows) / n, 3),
+                         "max_restarts": max((r["restarts"] for r in rows), default=0),
                          "mean_exploration_cost_pct": round(sum(r["exploration_cost_pct"] for r in rows) / n, 3),
                          "worst_promotion_pct": self.worst_promotion_pct[name]}
         return out
@@ -230,6 +232,20 @@ def family_rows(res: Results) -> tuple[list[str], list[list[str]]]:
                     *(f"{column_mean(pick(res.baselines[k]), 'regret_pct'):.2f}"
                       for k in ("sweep", "hill-climb", "default"))])
     return header, out if fams else []
+
+
+def drafter_rows(res: Results) -> tuple[list[str], list[list[str]]]:
+    """Per drafter family: switchback measures chain and lookup drafters live, parallel ones by canary."""
+    header = ["drafter family", "runs", "tuner mean regret %", "tuner max regret %", "restarts per run",
+              "max restarts", "worst promotion %"]
+    out = []
+    for fam in (*Family, None):
+        t = [r for r in res.results if fam is None or METHODS[r["method"]].family == fam]
+        if t:
+            out.append([fam.value if fam else "all", str(len(t)), f"{column_mean(t, 'regret_pct'):.2f}",
+                        f"{max(r['regret_pct'] for r in t):.2f}", f"{column_mean(t, 'restarts'):.2f}",
+                        str(max(r["restarts"] for r in t)), f"{min(r['worst_promotion_pct'] for r in t):+.2f}"])
+    return header, out
 
 
 def schedule_text(n: int, schedule: list[list[int]] | None) -> str:

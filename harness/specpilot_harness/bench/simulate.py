@@ -26,20 +26,35 @@ goodput follows from both (`served_goodput_at`). Its counters are what vLLM coun
 drafted-per-position counter (`drafted_per_pos`) counts the drafts at positions < K and nothing beyond.
 K = 0: no drafts that window. A track without a schedule draws exactly what it drew before schedules
 existed (same random numbers) and reports no `drafted_per_pos`.
+
+Measured by switchback (`Fleet.measure`, spec.tuning.measure): the engines start at the largest candidate
+(`started_n`) and serve the tuner's N as a live arm, a table under it (live.py). A canary whose N fits under
+the started N with the same drafter is no new pod: every stable pod alternates between the stable's arm
+and the canary's on a dwell of seconds, so both arms see the same load in the same window, each for half of
+it. What they share: the window's load level, request mix and noise; what is each arm's own: the
+dwell-level noise averaged over the window's dwells of that arm (sd `noise` x sqrt(2 x dwell / window), the
+mean dwell the operator sets for the window, `api.switchback.dwell_range`),
+and the steps right after each switch, which the engine discounts (SWITCH_COST_FRACTION of an arm's steps).
+The arms' counters are read per arm (the engine's switchback counters), scaled to the window as a whole
+pod would have counted them, so the tuner sees the same TrackWindow pair a canary gives. Anything else (a
+drafter of its own, an N above the started one) is a canary as before, and counts a restart; so does a
+promotion that is not a live arm.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import get_args
 
 import numpy as np
 
-from specpilot.api.models import CanaryMode, CanaryPods, Tuning, canary_pods
+from specpilot.api.switchback import dwell_range
+from specpilot.api.models import CanaryMode, CanaryPods, Tuning, TuningMeasure, canary_pods
 from specpilot.tuning import Action, ActionKind
 from specpilot.tuning.observations import Observations, TrackWindow
-from specpilot_runtime.speculative import OFF, schedule_k
+from specpilot_runtime.live import MAX_BATCH_SIZE
+from specpilot_runtime.speculative import METHODS, OFF, SCHEDULE_METHODS, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
 from specpilot_harness.sim.profile import Profile
@@ -49,6 +64,10 @@ ACCEPTANCE_JITTER = 0.02
 SHARED_NOISE_FRACTION = 0.8
 STABLE_PODS = 3  # stable replicas of a simulated deployment; a canary is one more pod
 CANARY_MODES: tuple[str, ...] = get_args(CanaryMode)
+MEASURES: tuple[str, ...] = get_args(TuningMeasure)
+# Switchback: the share of an arm's steps the engine discounts after switches (live.SWITCH_DISCOUNT_STEPS
+# steps per visit of ~100 steps).
+SWITCH_COST_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,7 @@ class Fleet:
     stable_replicas: int = STABLE_PODS
     canary_mode: CanaryPods = canary_pods("auto", STABLE_PODS, 1)
     confidence: float = Tuning().confidence
+    measure: TuningMeasure = "canary"
 
 Schedule = list[list[int]]  # [[lo, hi, K], ...]: vLLM's num_speculative_tokens_per_batch_size
 
@@ -88,6 +108,7 @@ class WindowCost:
     load: int = 0  # sequences per pod in the window
     stable_k: int = 0  # draft tokens per sequence each track drafted (its N, or the schedule's K at the load)
     canary_k: int | None = None
+    share: float = 0.0  # the share of the deployment's serving the canary (or canary arm) took
 
 
 @dataclass
@@ -109,6 +130,20 @@ class Deployment:
     canary_profile: Profile | None = None
     now: float = 0.0
     costs: list[WindowCost] = field(default_factory=list)
+    measure: TuningMeasure = "canary"
+    started_n: int = 0  # switchback: the N the engines start with; every live arm's K is at most it
+    stable_live: bool = False  # the stable's N is served as a live arm under started_n
+    canary_live: bool = False  # the canary is an arm in the stable's pods, not pods of its own
+    restarts: int = 0  # pod rollouts the tuning caused: canaries started, promotions rolled out
+
+    def __post_init__(self) -> None:
+        self.stable_live = self._live_ok(self.stable_n, self.stable_schedule, None)
+
+    def _live_ok(self, n: int, schedule: Schedule | None, profile: Profile | None) -> bool:
+        """A configuration the stable's running engines can serve live: same drafter, K under the started N."""
+        return (self.measure == "switchback" and profile is None and self.profile.method in SCHEDULE_METHODS
+                and METHODS[self.profile.method].prefix_transfers
+                and n <= self.started_n and all(row[2] <= self.started_n for row in schedule or ()))
 
     @property
     def canary_share(self) -> float:
@@ -122,16 +157,23 @@ class Deployment:
         self.canary_n = n
         self.canary_profile = profile
         self.canary_schedule = _copy(schedule)
-        self.canary_ready_in = self.restart_s
+        self.canary_live = self.stable_live and self._live_ok(n, schedule, profile)
+        self.canary_ready_in = 0.0 if self.canary_live else self.restart_s
+        self.restarts += not self.canary_live
 
     def remove_canary(self) -> None:
         self.canary_n = None
         self.canary_profile = None
         self.canary_schedule = None
+        self.canary_live = False
 
     def promote(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
         # A rolling update with surge: the stable track keeps serving while it moves to N (and schedule,
         # and another drafter's profile).
+        live = self.stable_live and self._live_ok(n, schedule, profile)
+        self.restarts += not live
+        self.stable_live = live
+        self.canary_live = False
         self.profile = profile or self.profile
         self.canary_profile = None
         self.stable_n = n
@@ -151,10 +193,16 @@ class Deployment:
             self.remove_canary()
 
     def _track(self, p: Profile, n: int, load: float, serve_s: float, pods: int, jitter: float,
-               shared: float, schedule: Schedule | None = None) -> tuple[Snapshot, float, int]:
+               shared: float, schedule: Schedule | None = None, arm_sd: float | None = None
+               ) -> tuple[Snapshot, float, int]:
+        """One track's window. `arm_sd`: a switchback arm, which shares the whole window noise and has only
+        this much of its own (None: a track of its own pods, SHARED_NOISE_FRACTION shared)."""
         k = schedule_k(schedule, n, round(load)) if schedule else n  # tokens drafted per sequence this window
         own = self.rng.standard_normal()
-        eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
+        if arm_sd is None:
+            eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
+        else:
+            eps = shared + arm_sd * own
         step_ms = p.step_time(k, load) * math.exp(p.noise * eps)
         steps = serve_s * 1000.0 / step_ms
         seqs = int(round(steps * load * pods))
@@ -200,8 +248,10 @@ class Deployment:
         split = load * self.stable_pods / (pods + self.canary_pods)
         starting = load * self.stable_pods / pods
         stable_load = starting + (split - starting) * serve / self.window_s
-        snap, g_stable, k_stable = self._track(p, self.stable_n, stable_load, self.window_s, pods,
-                                               jitter, shared, self.stable_schedule)
+        if self.canary_live:
+            return self._switchback_window(load, jitter, shared)
+        snap, g_stable, k_stable = self._arm(p, self.stable_n, self.stable_schedule, self.stable_live, stable_load,
+                                             self.window_s, pods, jitter, shared)
         stable = TrackWindow(self.stable_n, snap, pods, pods, method=_method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
@@ -214,13 +264,47 @@ class Deployment:
             canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now), ready,
                                  self.canary_pods, method=_method(cp, self.canary_n))
             g_canary = g * serve / self.window_s
-        self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary))
+        self.costs.append(WindowCost(g_stable, g_canary, load, k_stable, k_canary, self.canary_share))
         return Observations(window_s=self.window_s, stable=stable, canary=canary, stable_replicas=self.stable_pods)
+
+    def _arm(self, p: Profile, n: int, schedule: Schedule | None, live: bool, load: float, serve_s: float,
+             pods: int, jitter: float, shared: float, arm_sd: float | None = None) -> tuple[Snapshot, float, int]:
+        """A track's window as the tuner sees N: a live arm runs under the started N (its table, or N at every
+        batch size) with vLLM's per-position vectors cut to N, the positions its arm can draft."""
+        if not live:
+            return self._track(p, n, load, serve_s, pods, jitter, shared, schedule, arm_sd)
+        table = schedule if schedule else [[1, MAX_BATCH_SIZE, n]]
+        snap, g, k = self._track(p, self.started_n, load, serve_s, pods, jitter, shared, table, arm_sd)
+        cut = replace(snap, accepted_per_pos=snap.accepted_per_pos[:n], draft_tokens=snap.drafts * n,
+                      drafted_per_pos=None if snap.drafted_per_pos is None else snap.drafted_per_pos[:n])
+        return cut, g, k
+
+    def _switchback_window(self, load: int, jitter: float, shared: float) -> Observations:
+        """Both arms in every stable pod, at the window's load, each half of the time."""
+        assert self.canary_n is not None
+        p, pods = self.profile, self.stable_pods
+        arm_sd = math.sqrt(2.0 * sum(dwell_range(self.window_s)) / 2 / self.window_s)
+        serve = self.window_s * (1.0 - SWITCH_COST_FRACTION)
+        snap_s, g_s, k_s = self._arm(p, self.stable_n, self.stable_schedule, True, load, serve, pods, jitter,
+                                     shared, arm_sd)
+        snap_c, g_c, k_c = self._arm(p, self.canary_n, self.canary_schedule, True, load, serve, pods, jitter,
+                                     shared, arm_sd)
+        stable = TrackWindow(self.stable_n, snap_s, pods, pods, method=_method(p, self.stable_n))
+        canary = TrackWindow(self.canary_n, snap_c, pods, pods, method=_method(p, self.canary_n))
+        self.costs.append(WindowCost(g_s, g_c, load, k_s, k_c, 0.5))
+        return Observations(window_s=self.window_s, stable=stable, canary=canary, stable_replicas=pods,
+                            switchback=True)
 
     def exploration_cost(self) -> float:
         """Goodput lost to canaries (restarts, worse N) as a fraction of what the stable track served."""
-        lost = sum(self.canary_share * max(0.0, c.stable - c.canary) for c in self.costs if c.canary is not None)
+        lost = sum(c.share * max(0.0, c.stable - c.canary) for c in self.costs if c.canary is not None)
         return lost / max(sum(c.stable for c in self.costs), 1e-12)
+
+    def served(self) -> tuple[int, Schedule | None]:
+        """What the stable's engines serve: a live arm is the started N with the arm's table."""
+        if self.stable_live and self.stable_n != self.started_n:
+            return self.started_n, self.stable_schedule or [[1, MAX_BATCH_SIZE, self.stable_n]]
+        return self.stable_n, self.stable_schedule
 
 
 def _method(profile: Profile, n: int) -> str:

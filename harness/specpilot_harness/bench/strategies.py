@@ -41,6 +41,13 @@ class Run:
     # Per promotion, the schedule the stable track served after it (None: a plain N).
     promotion_schedules: list[list[list[int]] | None] = field(default_factory=list)
     schedule_canaries: int = 0  # canaries started with a schedule (counted in `tried` too)
+    restarts: int = 0  # pod rollouts the tuning caused (canaries started, promotions rolled out)
+    # What the engines serve at the end when it is not chosen_n and schedule as they read: a live arm is the
+    # started N with the arm's table (simulate.Deployment.served).
+    served: tuple[int, list[list[int]] | None] | None = None
+
+    def served_config(self) -> tuple[int, list[list[int]] | None]:
+        return self.served or (self.chosen_n, self.schedule)
 
     def promotion_configs(self) -> list[tuple[tuple[int, Schedule | None], tuple[int, Schedule | None]]]:
         """Each promotion as ((from N, from schedule), (to N, to schedule)); runs start from a plain N."""
@@ -57,12 +64,22 @@ def bench_tuning(profile: Profile, mode: TuningMode = "single", fleet: Fleet = F
     """The spec a user would write for this profile: defaults, candidates 0..max_n, tuning `mode`, the
     fleet's canary mode and confidence."""
     return Tuning(enabled=True, candidates=list(range(profile.max_n + 1)), confidence=fleet.confidence,
-                  canary=Canary(analysis_window="5m", mode=fleet.canary_mode), mode=mode)
+                  canary=Canary(analysis_window="5m", mode=fleet.canary_mode), mode=mode, measure=fleet.measure)
 
 
 def _deployment(profile: Profile, seed: int, windows: int = MAX_WINDOWS, fleet: Fleet = Fleet()) -> Deployment:
+    """Under switchback the engines start at the largest candidate, as the operator renders them."""
     return Deployment(profile, np.random.default_rng(seed), stable_n=profile.default_n, horizon=windows,
-                      stable_pods=fleet.stable_replicas, canary_mode=fleet.canary_mode)
+                      stable_pods=fleet.stable_replicas, canary_mode=fleet.canary_mode, measure=fleet.measure,
+                      started_n=profile.max_n)
+
+
+def _ran(dep: Deployment, run: Run) -> Run:
+    """`run` with what the deployment's pods went through and serve at the end."""
+    served = dep.served()
+    run.restarts = dep.restarts
+    run.served = served if served != (dep.stable_n, dep.stable_schedule) else None
+    return run
 
 
 def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single",
@@ -93,8 +110,9 @@ def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: Tun
         dep.apply(action)
     # What the deployment serves at the end (the applied actions; the tuner's state.stable_n and
     # state.stable_schedule say the same when every action was applied).
-    return Run(dep.stable_n, tried, dep.exploration_cost(), promotions, dep.stable_schedule, state.schedule,
-               [None if s is None else [list(r) for r in s] for s in promoted_schedules], schedule_canaries)
+    return _ran(dep, Run(dep.stable_n, tried, dep.exploration_cost(), promotions, dep.stable_schedule, state.schedule,
+                         [None if s is None else [list(r) for r in s] for s in promoted_schedules],
+                         schedule_canaries))
 
 
 def measure_canary(dep: Deployment, n: int, windows: int, profile: Profile | None = None) -> float | None:
@@ -124,7 +142,7 @@ def run_default(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
     dep = _deployment(profile, seed, windows, fleet)
     for _ in range(windows):
         dep.window()
-    return Run(profile.default_n, [], dep.exploration_cost())
+    return _ran(dep, Run(profile.default_n, [], dep.exploration_cost()))
 
 
 def _finish(dep: Deployment) -> None:
@@ -150,7 +168,7 @@ def run_sweep(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
     dep.promote(best_n)
     _finish(dep)
     promotions = [(profile.default_n, best_n)] if best_n != profile.default_n else []
-    return Run(best_n, tried, dep.exploration_cost(), promotions)
+    return _ran(dep, Run(best_n, tried, dep.exploration_cost(), promotions))
 
 
 def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
@@ -182,7 +200,7 @@ def run_hill_climb(profile: Profile, seed: int, windows: int = MAX_WINDOWS,
         else:
             direction, turned = -direction, True
     _finish(dep)
-    return Run(n, tried, dep.exploration_cost(), promotions)
+    return _ran(dep, Run(n, tried, dep.exploration_cost(), promotions))
 
 
 BASELINES = {"sweep": run_sweep, "default": run_default, "hill-climb": run_hill_climb}

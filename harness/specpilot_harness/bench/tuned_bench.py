@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import aiohttp
 
 from specpilot.api.models import API_VERSION, KIND, PLURAL, duration_seconds
 from specpilot_harness.bench.operator_bench import (NAMESPACE, _sandbox, _stop, api_session, cpu_s,
+                                                    start_operator,
                                                     peak_rss_mib, percentile)
 from specpilot_harness.ports import free_port
 from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, SIM_TIME_SCALE_ANNOTATION
@@ -106,13 +106,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sandbox, url, kubeconfig = await _sandbox(workdir)
     probe = workdir / "operator-probe.jsonl"
     log = (workdir / "operator.log").open("wb")
-    operator = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "specpilot_harness.bench.operator_probe", str(probe), "--", "run", "--kubeconfig",
-        str(kubeconfig), "--metrics-host", "127.0.0.1", "--metrics-port", str(free_port()), "--lease-namespace",
-        "kube-system", stdout=log, stderr=log)
+    operator: asyncio.subprocess.Process | None = None
     windows, watch = Windows(), None
     try:
-        async with api_session(url, kubeconfig, workdir) as http:
+        async with api_session(url, kubeconfig) as http:
+            operator = proc = await start_operator(
+                http, url, kubeconfig, workdir, ["-m", "specpilot_harness.bench.operator_probe", str(probe), "--"],
+                free_port(), log)
             path = f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURAL}"
             watch = asyncio.create_task(_watch(http, path, windows))
             applied = time.monotonic()
@@ -125,16 +125,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.sleep(1)
             all_ready_s = time.monotonic() - applied
             await asyncio.sleep(args.warmup)
-            start, cpu_before = time.monotonic(), cpu_s(operator.pid)
+            start, cpu_before = time.monotonic(), cpu_s(proc.pid)
             skip = len(probe.read_text().splitlines()) if probe.exists() else 0
             await asyncio.sleep(args.duration)
-            end, cpu_after = time.monotonic(), cpu_s(operator.pid)
+            end, cpu_after = time.monotonic(), cpu_s(proc.pid)
         samples = [json.loads(line) for line in probe.read_text().splitlines()[skip:]] if probe.exists() else []
-        rss = peak_rss_mib(operator.pid)
+        rss = peak_rss_mib(proc.pid)
     finally:
         if watch is not None:
             watch.cancel()
-        await _stop(operator)
+        if operator is not None:
+            await _stop(operator)
         log.close()
         await _stop(sandbox)
     late, counts = lateness(windows, start, end, window_s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import signal
 import ssl
+import os
 import subprocess
 import time
 import urllib.request
@@ -32,6 +33,12 @@ def https_ok(url: str, context: ssl.SSLContext) -> bool:
             return bool(response.status == 200)
     except (OSError, http.client.HTTPException):
         return False
+
+
+# Go's collector runs when the heap has grown by GOGC percent since the last one (default 100). The components
+# share two cores with everything else here, with memory to spare: collecting four times less often gave
+# kube-apiserver back CPU it spent marking (docs/operator.md, "Scale on the real control plane").
+GOGC = "400"
 
 
 class Component:
@@ -58,7 +65,8 @@ class Component:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "GOGC": os.environ.get("GOGC", GOGC)},
             )
         self.wait_healthy(timeout_s)
 

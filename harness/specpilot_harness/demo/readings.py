@@ -23,7 +23,7 @@ from typing import Any
 from specpilot_harness.sim.profile import Profile
 from specpilot_runtime.speculative import schedule_k
 
-from specpilot.controller.tuning_metrics import latest_plan
+from specpilot.controller.tuning.metrics import latest_plan
 from specpilot.tuning.schedule import schedule_text
 
 DEFAULT_LOAD = 4.0

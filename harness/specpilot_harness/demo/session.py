@@ -27,7 +27,7 @@ from specpilot.controller.kube import Kube, load_api_client, sd_path
 from specpilot_harness.load.command import drive
 from specpilot_harness.load.endpoints import EndpointError, ServiceTargets
 from specpilot_harness.load.runner import LoadClock, LoadConfig, phases_text
-from specpilot.render.names import service_name
+from specpilot.api.names import service_name
 from specpilot.tuning import Phase
 from specpilot_harness.sandbox.sim_pods import DEFAULT_PROFILE_FILES, read_profiles
 from specpilot.api.models import duration_seconds

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specpilot.render.names import service_name
+from specpilot.api.names import service_name
 from .endpoints import Endpoint, EndpointError, ServiceTargets, StaticTargets, Targets
 from .prompts import bundled_tasks
 from .report import Summary, render, summarize

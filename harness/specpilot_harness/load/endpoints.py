@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-# Pod labels that say which track and N a pod serves (render/names.py owns the contract).
-from specpilot.render.names import N_LABEL, TRACK_LABEL
+# Pod labels that say which track and N a pod serves (api/names.py owns the contract).
+from specpilot.api.names import N_LABEL, TRACK_LABEL
 from specpilot.scrape.pods import pod_url
 
 

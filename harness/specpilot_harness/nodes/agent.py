@@ -6,8 +6,10 @@ Ready. For each pod bound to one of them, the agent does the kubelet's part: an 
 pod's ConfigMap and Secret volumes and its owners read from the API, its containers started by a PodRuntime
 (the sandbox's: simulated engines, real processes, or nothing), its readiness polled, a failed start retried
 with the kubelet's back-off under restartPolicy Always, pod status written (podIP, conditions,
-containerStatuses, restart counts). A graceful delete runs the runtime's `terminate` (preStop, SIGTERM) within
-the pod's grace period, then `stop`, then removes the pod object, as the kubelet does.
+containerStatuses, restart counts), the ConfigMap and Secret volumes of running pods re-synced when those
+objects change (volumes.py: the runtime's `update_files`, no restart). A graceful delete runs the runtime's
+`terminate` (preStop, SIGTERM) within the pod's grace period, then `stop`, then removes the pod object, as the
+kubelet does.
 
 What stays emulated, and why: there is no container runtime here (the PodRuntime runs what it can as local
 processes or in-process engines), and liveness probes are not run (the runtimes' engines do not hang).
@@ -16,15 +18,15 @@ processes or in-process engines), and liveness probes are not run (the runtimes'
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from specpilot_harness.nodes.addresses import AddressPool
 from specpilot_harness.nodes.api import Api, ApiError, Credentials
+from specpilot_harness.nodes.volumes import VolumeSources, mounted_files, source_data, volume_sources
 from specpilot_harness.sandbox.pod_runtime import NoopRuntime, PodContext, PodRuntime
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,11 @@ log = logging.getLogger(__name__)
 LEASE_DURATION_S = 40
 LEASE_RENEW_S = 10.0
 RESTART_BACKOFF_S = (10.0, 300.0)  # the kubelet's crash-loop back-off: first wait, cap
+# How often the ConfigMap and Secret volumes of running pods are brought up to date. A real kubelet does it on
+# its periodic pod sync (--sync-frequency, 1 min, plus jitter) from its watch of those objects, so an update
+# reaches a pod within about 60-90 s; the sandbox is quicker so tests need not wait that long. Nothing may
+# depend on either: a pod sees a new ConfigMap some time later, never at once.
+VOLUME_SYNC_S = 2.0
 PLURALS = {"ReplicaSet": "replicasets", "Deployment": "deployments", "StatefulSet": "statefulsets",
            "SpeculativeDeployment": "speculativedeployments"}
 
@@ -60,16 +67,21 @@ class _Pod:
     task: asyncio.Task[None] | None = None
     restarts: int = 0
     terminating: bool = False
+    started: bool = False  # the runtime started it: its files can be re-synced
+    synced: int = -1  # VolumeSources.version its files were last compared at
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class NodeAgent:
     def __init__(self, creds: Credentials, nodes: list[NodeSpec], runtime: PodRuntime | None = None,
-                 probe_period_s: float = 1.0, restart_backoff_s: tuple[float, float] = RESTART_BACKOFF_S) -> None:
+                 probe_period_s: float = 1.0, restart_backoff_s: tuple[float, float] = RESTART_BACKOFF_S,
+                 volume_sync_s: float = VOLUME_SYNC_S) -> None:
         self.api = Api(creds)
         self.nodes = {n.name: n for n in nodes}
         self.runtime: PodRuntime = runtime or NoopRuntime()
         self.probe_period_s, self.restart_backoff_s = probe_period_s, restart_backoff_s
+        self.volume_sync_s = volume_sync_s
+        self.volumes = VolumeSources()
         self.addresses = AddressPool()
         self._pods: dict[str, _Pod] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -79,7 +91,10 @@ class NodeAgent:
             await self._register(spec)
         self._tasks = [asyncio.create_task(self._heartbeat(), name="node-heartbeat"),
                        asyncio.create_task(self._watch_pods(), name="node-pods"),
-                       asyncio.create_task(self._provision(), name="node-volumes")]
+                       asyncio.create_task(self._provision(), name="node-volumes"),
+                       asyncio.create_task(self._watch_sources("configmaps"), name="node-configmaps"),
+                       asyncio.create_task(self._watch_sources("secrets"), name="node-secrets"),
+                       asyncio.create_task(self._resync_volumes(), name="node-volume-sync")]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -165,6 +180,37 @@ class NodeAgent:
                 if exc.status != 409:  # made already
                     log.info("no volume for claim %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
 
+    async def _watch_sources(self, kind: str) -> None:
+        """ConfigMaps or Secrets, as the kubelet watches what its pods mount."""
+        async for event, obj in self.api.watch(f"/api/v1/{kind}"):
+            self.volumes.observe(kind, event, obj)
+
+    async def _resync_volumes(self) -> None:
+        """Every VOLUME_SYNC_S, running pods whose mounted objects changed get the new files."""
+        while True:
+            await asyncio.sleep(self.volume_sync_s)
+            version = self.volumes.version
+            for pod in list(self._pods.values()):
+                if not pod.started or pod.terminating or pod.synced == version:
+                    continue
+                try:
+                    await self._resync(pod)
+                    pod.synced = version
+                except Exception:  # the next period tries again
+                    log.exception("volumes of pod %s not re-synced", pod.ctx.name)
+
+    async def _resync(self, pod: _Pod) -> None:
+        files = self.volumes.files_for(pod.ctx.pod, pod.ctx.files)
+        if files is None or files == pod.ctx.files:
+            return
+        changed = sorted(p for p in files.keys() | pod.ctx.files.keys() if files.get(p) != pod.ctx.files.get(p))
+        ctx = replace(pod.ctx, files=files)
+        update = getattr(self.runtime, "update_files", None)
+        if update is not None:
+            await update(ctx)
+        pod.ctx = ctx
+        log.info("pod %s: volumes re-synced: %s", ctx.name, ", ".join(changed))
+
     # ---- pods ------------------------------------------------------------------------------------
 
     async def _watch_pods(self) -> None:
@@ -211,6 +257,7 @@ class NodeAgent:
             await self._status(pod, "Pending", False, waiting=("ContainerCreating", ""))
             try:
                 await self.runtime.start(pod.ctx)
+                pod.started = True
             except Exception as exc:  # a container that exits at start
                 log.warning("pod %s failed to start: %s", pod.ctx.name, exc)
                 if (pod.ctx.pod.get("spec") or {}).get("restartPolicy", "Always") == "Never":
@@ -289,27 +336,16 @@ class NodeAgent:
                 log.info("status of pod %s not written: %s", pod.ctx.name, exc)
 
     async def _files(self, pod: dict[str, Any]) -> dict[str, str]:
-        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files)."""
-        ns, spec = pod["metadata"]["namespace"], pod.get("spec") or {}
+        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files): from the
+        watches, the API asked for what they have not delivered yet (a pod made with its ConfigMap)."""
         sources: dict[str, dict[str, str]] = {}
-        for vol in spec.get("volumes") or []:
-            if "configMap" in vol:
-                cm = await self.api.get(f"/api/v1/namespaces/{ns}/configmaps/{vol['configMap'].get('name', '')}")
-                sources[vol["name"]] = dict((cm or {}).get("data") or {})
-            elif "secret" in vol:
-                sec = await self.api.get(f"/api/v1/namespaces/{ns}/secrets/{vol['secret'].get('secretName', '')}")
-                sources[vol["name"]] = {k: base64.b64decode(v).decode(errors="replace")
-                                        for k, v in ((sec or {}).get("data") or {}).items()}
-        files: dict[str, str] = {}
-        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-            for mount in container.get("volumeMounts") or []:
-                data = sources.get(mount.get("name", ""), {})
-                if mount.get("subPath"):
-                    if mount["subPath"] in data:
-                        files[mount["mountPath"]] = data[mount["subPath"]]
-                else:
-                    files.update({f"{mount['mountPath'].rstrip('/')}/{k}": v for k, v in data.items()})
-        return files
+        for name, (kind, ns, obj_name) in volume_sources(pod).items():
+            data = self.volumes.objects.get((kind, ns, obj_name))
+            if data is None:
+                obj = await self.api.get(f"/api/v1/namespaces/{ns}/{kind}/{obj_name}", cached=True)
+                data = source_data(kind, obj)
+            sources[name] = data
+        return mounted_files(pod, sources)
 
     async def _owners(self, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
         """`obj`'s chain of controller owners as the API server holds them, nearest first."""
@@ -322,7 +358,10 @@ class NodeAgent:
                 return tuple(chain)
             version = ref.get("apiVersion", "")
             base = f"/apis/{version}" if "/" in version else f"/api/{version}"
-            owner = await self.api.get(f"{base}/namespaces/{ns}/{PLURALS[ref['kind']]}/{ref.get('name', '')}")
+            path = f"{base}/namespaces/{ns}/{PLURALS[ref['kind']]}/{ref.get('name', '')}"
+            owner = await self.api.get(path, cached=True)
+            if owner is not None and owner["metadata"].get("uid") != ref.get("uid"):
+                owner = await self.api.get(path)  # the cache may still hold an earlier object of that name
             if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
                 return tuple(chain)
             chain.append(owner)

@@ -54,14 +54,17 @@ class Api:
             raise ApiError(resp.status_code, resp.text)
         return resp.json() if resp.content else None
 
-    async def get(self, path: str) -> dict[str, Any] | None:
+    async def get(self, path: str, cached: bool = False) -> dict[str, Any] | None:
+        """The object, None if there is none. `cached`: from kube-apiserver's watch cache (resourceVersion=0),
+        as the kubelet reads what its pods mount, no etcd read; an object missing there is asked of etcd
+        before it is called missing (the cache may not have seen it yet)."""
         try:
-            found: dict[str, Any] = await self._call("GET", path)
+            found: dict[str, Any] = await self._call("GET", path, params={"resourceVersion": "0"} if cached else None)
             return found
         except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+            if exc.status != 404:
+                raise
+        return await self.get(path) if cached else None
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         made: dict[str, Any] = await self._call("POST", path, body)

@@ -30,9 +30,9 @@ from typing import Any
 from kubernetes import client
 from rich.console import Console
 
-from specpilot.api.models import CanaryMode
+from specpilot.api.models import CanaryMode, TuningMeasure
 from specpilot.controller.kube import Kube, load_api_client, sd_path
-from specpilot.render.names import DEPLOYMENT_LABEL, N_LABEL, service_name
+from specpilot.api.names import DEPLOYMENT_LABEL, N_LABEL, TRACK_LABEL, service_name
 from specpilot.tuning import ActionKind, Phase
 from specpilot_harness.demo.session import DemoError, sandbox
 from specpilot_harness.load.command import drive
@@ -96,6 +96,7 @@ class RealRunOptions:
     slice_s: float  # one measured slice of load on one swept N
     margin: float  # tuning.promotionMargin
     workdir: Path
+    measure: TuningMeasure = "canary"  # tuning.measure
 
     @property
     def clients_per_pod(self) -> int:
@@ -121,6 +122,10 @@ class RealRunResult:
     sweep_s: float = 0.0
     # status.tuning as phase 1 left it (the tuner's windows, records and verdicts): what it measured.
     tuning_status: dict[str, Any] = field(default_factory=dict)
+    measure: str = "canary"
+    # The stable pods when tuning ended (name, creation time, container restarts): under switchback the
+    # tuner's N changes in them, so they were made before its first trial and never restarted.
+    stable_pods: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -128,14 +133,14 @@ class RealRunResult:
         return out
 
 
-def real_options(method: str, window: str, workdir: Path) -> RealRunOptions:
+def real_options(method: str, window: str, workdir: Path, measure: TuningMeasure = "canary") -> RealRunOptions:
     """The CPU-sized run: from N=3, candidates 0..5, two replicas whose canary replaces one of them (as the
     default canary mode, auto, does with two), four clients. A surge canary beside one replica halves every
     pod's load, and on this compute-bound CPU the ratio of two N moved over that octave (docs/demo.md): a
     replace canary is paired at the load it will serve."""
     return RealRunOptions(method=method, default_n=3, candidates=tuple(range(6)), replicas=2,
                           canary_mode="auto", concurrency=4, window=window, windows=4, tune_limit_s=720.0,
-                          warmup_s=3.0, slice_s=4.0, margin=0.02, workdir=workdir)
+                          warmup_s=3.0, slice_s=4.0, margin=0.02, workdir=workdir, measure=measure)
 
 
 def report(result: RealRunResult) -> str:
@@ -211,7 +216,7 @@ def manifest(opts: RealRunOptions, name: str, models: Path) -> dict[str, Any]:
                      "engine": {"args": CPU_ARGS, "env": [{"name": k, "value": v} for k, v in CPU_ENV.items()],
                                 "modelCache": {"claimName": CACHE_CLAIM}},
                      "tuning": {"enabled": True, "candidates": list(opts.candidates), "cooldown": "1h",
-                                "promotionMargin": opts.margin,
+                                "promotionMargin": opts.margin, "measure": opts.measure,
                                 "canary": {"analysisWindow": opts.window, "windows": opts.windows,
                                            "mode": opts.canary_mode, "progressDeadline": "10m"}}}}
 
@@ -242,7 +247,7 @@ def _decisions(status: dict[str, Any]) -> list[dict[str, Any]]:
 def _record_path(result: RealRunResult, status: dict[str, Any]) -> None:
     tuning = status.get("tuning") or {}
     result.tuning_status = tuning
-    result.path = [{k: h.get(k) for k in ("seq", "round", "action", "n", "reason")} for h in _decisions(status)]
+    result.path = [{k: h.get(k) for k in ("time", "seq", "round", "action", "n", "reason")} for h in _decisions(status)]
     result.canaries = [h["n"] for h in result.path if h["action"] == ActionKind.START_CANARY]
     previous = result.default_n
     result.promotions = []
@@ -360,7 +365,7 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
 async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -> RealRunResult:
     models = await asyncio.to_thread(prepare, opts.workdir, console)
     result = RealRunResult(method=opts.method, default_n=opts.default_n, candidates=list(opts.candidates),
-                           margin=opts.margin)
+                           margin=opts.margin, measure=opts.measure)
     console.print(f"Starting the sandbox with real pods (log in {opts.workdir}/sandbox.log, pods in "
                   f"{opts.workdir}/pods)")
     async with sandbox(opts.workdir, ["--engine", "exec", "--exec-dir", str(opts.workdir / "pods")]) as kubeconfig:
@@ -372,13 +377,26 @@ async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -
         await asyncio.to_thread(kube.apply, manifest(opts, name, models), "specpilot-demo")
         targets = ServiceTargets(service_name(name), NAMESPACE, str(kubeconfig))
         try:
-            console.print(f"Phase 1: tuning {opts.method} from N={opts.default_n} under load")
+            console.print(f"Phase 1: tuning {opts.method} from N={opts.default_n} under load "
+                          f"(measured by {opts.measure})")
             await tune(kube, targets, opts, name, result, console)
+            result.stable_pods = await asyncio.to_thread(stable_pods, client.CoreV1Api(api), name)
             console.print(f"Phase 2: measured sweep over N={list(opts.candidates)}, all served at once")
             await sweep(kube, kubeconfig, opts, name, models, result, console)
         finally:
             targets.close()
     return result
+
+
+def stable_pods(core: client.CoreV1Api, name: str) -> list[list[Any]]:
+    """The stable track's pods: name, creation time (epoch seconds) and container restarts."""
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{DEPLOYMENT_LABEL}={name},{TRACK_LABEL}=stable")
+    out: list[list[Any]] = []
+    for p in pods.items:
+        meta, statuses = p.metadata, (p.status.container_statuses if p.status else None) or []
+        created = meta.creation_timestamp.timestamp() if meta and meta.creation_timestamp else None
+        out.append([meta.name if meta else None, created, sum(int(c.restart_count or 0) for c in statuses)])
+    return sorted(out, key=str)
 
 
 def write_json(result: RealRunResult, path: Path) -> Path:

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "temporary directory, removed at exit)")
     p.add_argument("--audit", action="store_true",
                    help="kube-apiserver logs every request to DIR/logs/audit.log (--workdir)")
+    p.add_argument("--audit-user", action="append", default=[], metavar="USER",
+                   help="log only this user's requests (repeatable; implies --audit): each logged request costs "
+                        "kube-apiserver CPU, e.g. system:serviceaccount:NS:NAME for one operator's")
     p.add_argument("--fault-proxy", action="store_true",
                    help="a fault-injecting proxy in front of the API server, with the "
                         "/sandbox/faults rules and /sandbox/control drills (restart kube-apiserver or etcd, expire "
@@ -82,7 +85,8 @@ async def _operator(kubeconfig: Path, metrics_port: int) -> asyncio.subprocess.P
 async def serve(args: argparse.Namespace) -> int:
     sandbox = RealSandbox(pod_runtime(args), nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                           gpu_resources=tuple(args.gpu_resource) or DEFAULT_GPU_RESOURCES,
-                          workdir=args.workdir.resolve() if args.workdir else None, audit=args.audit)
+                          workdir=args.workdir.resolve() if args.workdir else None, audit=args.audit or bool(args.audit_user),
+                          audit_users=tuple(args.audit_user))
     url = await sandbox.start(args.port)
     kubeconfig = sandbox.write_kubeconfig(args.kubeconfig.resolve())
     proxy: FaultProxy | None = None

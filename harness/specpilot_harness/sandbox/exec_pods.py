@@ -5,7 +5,9 @@ its `command` + `args` as an argv (never a shell) with the pod's env, in its own
 every volumeMount is bind-mounted at its mountPath: ConfigMap and Secret volumes hold their keys as files,
 emptyDir volumes are directories the pod's containers share, a PersistentVolumeClaim is a directory per
 claim that every pod mounting it shares and that outlives them, a hostPath is this machine's directory.
-Readiness is the container's readinessProbe (httpGet, as rendered) against the pod's address. Deleting the
+Readiness is the container's readinessProbe (httpGet, as rendered) against the pod's address. When a mounted
+ConfigMap or Secret changes, its files are replaced in the volume's directory while the containers run (each
+written whole, then renamed into place), as a kubelet refreshes them. Deleting the
 pod runs its preStop hook, sends SIGTERM and, after terminationGracePeriodSeconds, SIGKILL, as a kubelet
 does.
 
@@ -40,7 +42,7 @@ from typing import Any, Literal
 
 import httpx
 
-from specpilot_harness.sandbox.pod_runtime import PodContext
+from specpilot_harness.sandbox.pod_runtime import PodContext, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ BindMode = Literal["namespace", "rewrite"]
 DEFAULT_GRACE_S = 30.0
 PROBE_TIMEOUT_S = 2.0
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The file the operator renders for the runtime (render/names.py), whose wildcard host is pinned.
+# The file the operator renders for the runtime (api/names.py), whose wildcard host is pinned.
 ENGINE_CONFIG_KEY = "engine.json"
 WILDCARD_HOSTS = ("0.0.0.0", "::")
 ROOT = Path(__file__).resolve().parents[3]
@@ -104,6 +106,8 @@ class _Pod:
     # The containers' /tmp, short: vLLM binds ZeroMQ IPC sockets there, whose paths may not exceed 107 bytes.
     tmp: Path
     procs: list[tuple[dict[str, Any], asyncio.subprocess.Process]] = field(default_factory=list)
+    volumes: dict[str, Path] = field(default_factory=dict)  # volume name -> its directory here
+    files: dict[str, str] = field(default_factory=dict)  # the ConfigMap/Secret files written, by mounted path
 
 
 def _die_with_sandbox() -> None:
@@ -164,20 +168,40 @@ class ExecRuntime:
 
     def _volumes(self, ctx: PodContext, pod: _Pod) -> dict[str, Path]:
         """Each volume's directory on this machine: files of ConfigMaps/Secrets written, directories made."""
-        out: dict[str, Path] = {}
         for vol in (ctx.pod.get("spec") or {}).get("volumes") or []:
             path = self._volume_dir(ctx, pod, vol)
             path.mkdir(parents=True, exist_ok=True)
-            out[vol["name"]] = path
+            pod.volumes[vol["name"]] = path
+        self._write_files(ctx, pod)
+        return pod.volumes
+
+    def _targets(self, ctx: PodContext, pod: _Pod, abs_path: str) -> list[Path]:
+        """Where a mounted file lives here: in each volume directory mounted above its path."""
+        out = []
         for container in self._all_containers(ctx):
             for mount in container.get("volumeMounts") or []:
                 prefix = mount["mountPath"].rstrip("/") + "/"
-                for abs_path, text in ctx.files.items():
-                    if abs_path.startswith(prefix) and mount["name"] in out:
-                        target = out[mount["name"]] / abs_path[len(prefix):]
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        target.write_text(self._pinned(abs_path, text, ctx.ip), encoding="utf-8")
+                if abs_path.startswith(prefix) and mount["name"] in pod.volumes:
+                    out.append(pod.volumes[mount["name"]] / abs_path[len(prefix):])
         return out
+
+    def _write_files(self, ctx: PodContext, pod: _Pod) -> None:
+        """Bring the volume directories to ctx.files: changed files replaced whole (a container reading one
+        sees the old or the new contents), removed keys' files deleted."""
+        for abs_path in pod.files.keys() - ctx.files.keys():
+            for target in self._targets(ctx, pod, abs_path):
+                target.unlink(missing_ok=True)
+        for abs_path, text in ctx.files.items():
+            if pod.files.get(abs_path) != text:
+                for target in self._targets(ctx, pod, abs_path):
+                    write_atomic(target, self._pinned(abs_path, text, ctx.ip))
+        pod.files = dict(ctx.files)
+
+    async def update_files(self, ctx: PodContext) -> None:
+        """A mounted ConfigMap or Secret changed: its files change under the running containers."""
+        pod = self._pods.get(ctx.pod["metadata"]["uid"])
+        if pod is not None:
+            self._write_files(ctx, pod)
 
     @staticmethod
     def _pinned(abs_path: str, text: str, ip: str) -> str:

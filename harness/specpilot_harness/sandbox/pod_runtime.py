@@ -3,13 +3,17 @@
 
 `start` is called once per pod with a PodContext (its IP: bind the container ports there; the files its
 ConfigMap/Secret volumes mount; its owners), `ready` is polled every probe period and drives the pod's Ready
-condition, `stop` is called when the pod goes away. Runtimes: NoopRuntime (below), the simulated engines
-(sim_pods.py), the pods' real containers (exec_pods.py).
+condition, `stop` is called when the pod goes away; `update_files`, where a runtime has it, when the pod's
+ConfigMap or Secret volumes changed while it runs (the kubelet's volume re-sync: no restart). Runtimes:
+NoopRuntime (below), the simulated engines (sim_pods.py), the pods' real containers (exec_pods.py).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -54,6 +58,8 @@ class PodRuntime(Protocol):
     # Optional, looked up with getattr: `async def terminate(self, ctx) -> None`, a graceful delete: the
     # containers' preStop hooks (`pre_stop_sleep`), then SIGTERM: stop taking new work and return once what
     # is in flight has finished. Awaited within the grace period; `stop` follows either way.
+    # And `async def update_files(self, ctx) -> None`: ctx.files changed (a ConfigMap or Secret the pod mounts
+    # was updated): show the containers the new contents without restarting them, each file replaced whole.
 
 
 class NoopRuntime:
@@ -82,3 +88,18 @@ def pre_stop_sleep(container: dict[str, Any]) -> float:
         except ValueError:
             return 0.0
     return 0.0
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` whole: a reader sees the old file or the new one, never half of it (a kubelet swaps a
+    volume's `..data` symlink for the same reason)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a container running as another user
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

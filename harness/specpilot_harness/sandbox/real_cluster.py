@@ -35,6 +35,9 @@ from specpilot_harness.sandbox.pod_runtime import PodRuntime
 DEFAULT_GPU_RESOURCES = tuple(sorted(GPU_RESOURCES.values()))
 # The default single node fits every pod: GPUs enough for any test or demo.
 ROOMY_GPUS = 10_000
+# ... and CPU and memory for that many serving pods' default requests (render/resources.py: up to 10 CPUs and
+# 264Gi for eight AMD GPUs).
+ROOMY_CPU, ROOMY_MEMORY = "100000", "4Pi"
 ESTABLISHED_TIMEOUT_S = 30.0
 
 
@@ -48,15 +51,15 @@ def upstream_crds() -> list[dict[str, Any]]:
 class RealSandbox:
     def __init__(self, runtime: PodRuntime | None = None, probe_period_s: float = 1.0, nodes: int = 0,
                  gpus_per_node: int = 8, gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
-                 workdir: Path | None = None, audit: bool = False) -> None:
+                 workdir: Path | None = None, audit: bool = False, audit_users: tuple[str, ...] = ()) -> None:
         """`nodes` > 0: that many nodes (sandbox-1..) with `gpus_per_node` of each of `gpu_resources`; 0: one
         node, `sandbox`, that fits every pod. `workdir` (default: a temporary directory, removed at stop) keeps the
-        PKI, etcd's data and the components' logs; `audit` logs every API request there (logs/audit.log)."""
-        self.audit = audit
+        PKI, etcd's data and the components' logs; `audit` logs every API request there (logs/audit.log), or only `audit_users`' requests."""
+        self.audit, self.audit_users = audit, audit_users
         self.runtime, self.probe_period_s = runtime, probe_period_s
         self.node_specs = [NodeSpec(f"sandbox-{i + 1}", {r: gpus_per_node for r in gpu_resources})
                            for i in range(nodes)] or [NodeSpec("sandbox", {r: ROOMY_GPUS for r in gpu_resources},
-                                                               cpu="1000", memory="8Ti", pods=10_000)]
+                                                               cpu=ROOMY_CPU, memory=ROOMY_MEMORY, pods=10_000)]
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="specpilot-sandbox-"))
         self.plane: ControlPlane | None = None
@@ -64,7 +67,8 @@ class RealSandbox:
         self.url = ""
 
     async def start(self, port: int = 0, install_crd: bool = True) -> str:
-        self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, None, 60.0, port, self.audit)
+        self.plane = await asyncio.to_thread(ControlPlane.start, self.workdir, None, 60.0, port, self.audit,
+                                              self.audit_users)
         self.url = self.plane.url
         if install_crd:
             for crd in [specpilot_crd(), *upstream_crds()]:

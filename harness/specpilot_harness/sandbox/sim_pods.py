@@ -9,6 +9,11 @@ there makes the engine's clock run faster than wall time. The engine binds the p
 readiness is its `/health`, and deleting the pod drains it as vLLM's --shutdown-timeout does, then stops
 it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
 
+A pod whose engine.json names a `live_file` gets its mounted files in a directory of its own, where its engine
+polls the live file as a vLLM engine polls it in the pod; when the node agent re-syncs the pod's volumes, the
+changed files are replaced there whole (written, then renamed into place), so the engine follows the new
+ConfigMap without a restart.
+
 A pod without the profile annotation serves nothing and is Ready at once, as with the no-op runtime, so
 the same sandbox runs plain deployments too. A pod whose profile cannot be found or cannot run its N fails
 to start (phase Failed, the simulator's error as the message) and never becomes Ready.
@@ -17,7 +22,10 @@ to start (phase Failed, the simulator's error as the message) and never becomes 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -28,8 +36,8 @@ from specpilot_harness.sim.profile import BUNDLED_PROFILES, Profile, ProfileErro
 from specpilot_harness.sim import server as sim_server
 from specpilot_harness.bench.tournament import load_tournaments
 
-from specpilot.render.names import ENGINE_CONFIG_PATH
-from specpilot_harness.sandbox.pod_runtime import PodContext, pre_stop_sleep
+from specpilot.api.names import ENGINE_CONFIG_PATH
+from specpilot_harness.sandbox.pod_runtime import PodContext, pre_stop_sleep, write_atomic
 
 # The tuner benchmark's profiles (the source article's measurements, docs/references.md §1) first, then the
 # runtime's bundled examples, then the article's method head-to-heads (`specpilot bench tournament`), whose
@@ -74,6 +82,9 @@ class SimEngineRuntime:
     def __init__(self, profile_files: tuple[Path, ...] = DEFAULT_PROFILE_FILES) -> None:
         self.profiles = read_profiles(profile_files)
         self._servers: dict[str, sim_server.SimServer] = {}  # pod uid -> its engine
+        # pod uid -> (the directory its mounted files are in, the files written there): pods that follow a
+        # live file only, the others' engines read nothing after start.
+        self._volumes: dict[str, tuple[Path, dict[str, str]]] = {}
         self._client = httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S)
 
     def engine_for(self, ctx: PodContext) -> sim_server.SimConfig | None:
@@ -98,9 +109,39 @@ class SimEngineRuntime:
         config = self.engine_for(ctx)
         if config is None:
             return
-        server = sim_server.SimServer(config)
-        await server.start()
-        self._servers[ctx.pod["metadata"]["uid"]] = server
+        uid = ctx.pod["metadata"]["uid"]
+        try:
+            if config.live_file is not None:
+                root = Path(tempfile.mkdtemp(prefix="sp-sim-pod-"))
+                self._volumes[uid] = (root, {})
+                self._write_files(uid, ctx.files)
+                config = dataclasses.replace(config, live_file=str(_under(root, config.live_file)))
+            server = sim_server.SimServer(config)
+            await server.start()
+        except BaseException:
+            self._remove_files(uid)  # a failed start is retried afresh: nothing of this one may stay
+            raise
+        self._servers[uid] = server
+
+    def _write_files(self, uid: str, files: dict[str, str]) -> None:
+        root, written = self._volumes[uid]
+        for path in written.keys() - files.keys():
+            _under(root, path).unlink(missing_ok=True)
+        for path, text in files.items():
+            if written.get(path) != text:
+                write_atomic(_under(root, path), text)
+        self._volumes[uid] = (root, dict(files))
+
+    def _remove_files(self, uid: str) -> None:
+        entry = self._volumes.pop(uid, None)
+        if entry is not None:
+            shutil.rmtree(entry[0], ignore_errors=True)
+
+    async def update_files(self, ctx: PodContext) -> None:
+        """The pod's ConfigMaps changed: the files its engine reads change under it (no restart)."""
+        uid = ctx.pod["metadata"]["uid"]
+        if uid in self._volumes:
+            self._write_files(uid, ctx.files)
 
     async def ready(self, ctx: PodContext) -> bool:
         server = self._servers.get(ctx.pod["metadata"]["uid"])
@@ -122,6 +163,17 @@ class SimEngineRuntime:
 
     async def stop(self, ctx: PodContext) -> None:
         server = self._servers.pop(ctx.pod["metadata"]["uid"], None)
-        if server is not None:
-            await server.stop()
+        try:
+            if server is not None:
+                await server.stop()
+        finally:
+            self._remove_files(ctx.pod["metadata"]["uid"])
 
+
+
+def _under(root: Path, mounted: str) -> Path:
+    """Where a file mounted at `mounted` in the pod lives here; a mountPath climbing out of it is refused."""
+    path = (root / mounted.lstrip("/")).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"mounted path {mounted!r} leaves the pod's directory")
+    return path

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shutdown-timeout", type=float, default=0.0, metavar="SECONDS",
                    help="on SIGTERM/SIGINT refuse new requests and let those in flight finish for this long "
                         "(vLLM's flag; default 0: abort them)")
+    p.add_argument(LIVE_FILE_FLAG, metavar="FILE",
+                   help="live.json to follow (engine.json's live_file): serve the draft length it sets, "
+                        "polled about once a second, without a restart")
     p.set_defaults(func=run)
 
 
@@ -77,11 +80,13 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
         drafted_per_position_metric=args.drafted_per_position_metric,
         shutdown_timeout_s=args.shutdown_timeout, num_speculative_tokens_per_batch_size=schedule,
+        live_file=args.live_file,
     )
 
 
 _ROWS = TypeAdapter(list[tuple[int, int, int]])
 SCHEDULE_FLAG = "--num-speculative-tokens-per-batch-size"
+LIVE_FILE_FLAG = "--live-file"
 
 
 def parse_schedule(text: str | None, method: str, n: int) -> tuple[tuple[int, int, int], ...] | None:

@@ -7,7 +7,8 @@ paces steps against wall time and turns outcomes into HTTP responses and metrics
 Model of one engine step (what vLLM's scheduler does, reduced to what speculative decoding changes):
 - waiting requests are admitted FIFO while fewer than `max_num_seqs` run;
 - the step drafts K tokens per sequence: N, or with a batch-size schedule (vLLM 0.33's
-  `num_speculative_tokens_per_batch_size`) `schedule_k(schedule, N, B)` at B running sequences;
+  `num_speculative_tokens_per_batch_size`) `schedule_k(schedule, N, B)` at B running sequences, or,
+  following a live.json (`live`), the K of the arm the step was scheduled under (live_arms.py);
 - the step takes `profile.step_time(K, B)`, times a noise factor;
 - a newly admitted request is prefilled and gets its first token (no draft is verified for it);
 - every other running request verifies one draft of K tokens and gets 1 + accepted tokens, accepted
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from specpilot_runtime.speculative import schedule_k
 
 from .acceptance import accepted_length
+from .live_arms import LiveArms
 from .profile import Profile
 
 # A step never runs faster than this share of the profile's time, whatever the noise draw.
@@ -99,6 +101,8 @@ class Engine:
     kv_cache_tokens: int = 131072
     # vLLM's num_speculative_tokens_per_batch_size rows (lo, hi, K); None drafts N at every batch size.
     schedule: Sequence[Sequence[int]] | None = None
+    # Draft length set live: the arms a live.json has the engine serve, and their counters; None: fixed.
+    live: LiveArms | None = None
     clock: float = 0.0
     _waiting: deque[SimRequest] = field(default_factory=deque)
     _running: dict[str, SimRequest] = field(default_factory=dict)
@@ -123,6 +127,8 @@ class Engine:
         """Move an idle engine's clock to `now`: time passes while nothing runs."""
         if not self.busy:
             self.clock = max(self.clock, now)
+            if self.live is not None:
+                self.live.scheduled = None  # no step in flight: the next is scheduled under the arm in force
 
     def submit(self, request_id: str, prompt_tokens: int, max_tokens: int) -> SimRequest:
         if max_tokens < 1:
@@ -143,7 +149,11 @@ class Engine:
             self._running[req.request_id] = req
         batch = len(self._running)
         n = self.num_speculative_tokens
-        k = schedule_k(self.schedule, n, batch)  # draft tokens this step: N without a schedule
+        if self.live is None:
+            k = schedule_k(self.schedule, n, batch)  # draft tokens this step: N without a schedule
+        else:
+            arm, drafts_under = self.live.step_arms(self.clock)
+            k = drafts_under.k_at(batch, n)
         # vLLM drafts N and truncates to K centrally, so acceptance follows the N curve's first K positions.
         survival = self._survival[:k]
         noise = max(MIN_NOISE_FACTOR, self.rng.gauss(1.0, self.profile.noise)) if self.profile.noise else 1.0
@@ -184,6 +194,9 @@ class Engine:
                 finished.append(_finish(req, end))
 
         self.clock = end
+        if self.live is not None:
+            # Drafted as vLLM's stats count them (N per draft), which is what a real engine's switchback counts.
+            self.live.record(arm, batch, duration, generation_tokens, drafts * n, accepted_total, len(finished))
         kv_tokens = sum(r.prompt_tokens + r.generated for r in self._running.values())
         return StepOutcome(
             end=end, duration=duration, batch_size=batch,

@@ -1,7 +1,7 @@
 """A serving pod's EngineConfig -> the simulated engine that stands in for its vLLM. Pure.
 
 The sandbox's pod runner uses this so simulated pods serve what the operator rendered: N, method,
-served model name, port, the batch-size schedule and the plugin switch come from the pod's `engine.json`
+served model name, port, the batch-size schedule, the live file and the plugin switch come from the pod's `engine.json`
 (the schedule from the same speculative config the real runtime hands vLLM); the profile is named
 by the pod's `specpilot.io/sim-profile` annotation and looked up in the runner's profiles file
 (docs/simulator.md, "Pods: the profile annotation contract").
@@ -15,7 +15,7 @@ import sys
 
 from specpilot_runtime.engine_config import EngineConfig
 from .profile import Profile
-from .command import SCHEDULE_FLAG
+from .command import LIVE_FILE_FLAG, SCHEDULE_FLAG
 from .server import SimConfig
 
 # Annotations on a SpeculativeDeployment that the sandbox reads for its simulated pods (never copied onto
@@ -60,7 +60,8 @@ def sim_config(engine: EngineConfig, profile: Profile, host: str, *, time_scale:
                      time_scale=time_scale, seed=seed,
                      drafted_per_position_metric=engine.drafted_per_position_metric,
                      shutdown_timeout_s=float(engine.shutdown_timeout_s or 0),
-                     num_speculative_tokens_per_batch_size=batch_size_schedule(engine))
+                     num_speculative_tokens_per_batch_size=batch_size_schedule(engine),
+                     live_file=engine.live_file)
 
 
 def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, host: str, *,
@@ -80,4 +81,6 @@ def simulate_argv(engine: EngineConfig, profiles_file: str, profile_name: str, h
         out.append("--no-drafted-per-position-metric")
     if engine.shutdown_timeout_s:
         out += ["--shutdown-timeout", str(engine.shutdown_timeout_s)]
+    if engine.live_file:
+        out += [LIVE_FILE_FLAG, engine.live_file]
     return out

@@ -4,6 +4,10 @@ Start one in-process with `async with SimServer(config) as sim: ... sim.url ...`
 `specpilot-runtime simulate`. Endpoints: /v1/completions and /v1/chat/completions (streamed or whole),
 /health, /v1/models, /version, /metrics.
 
+With a live file (engine.json's `live_file`), the server polls it and has the engine serve what it asks
+(`specpilot_runtime.live`): a refused file is logged once and counted, and the engine keeps serving what it
+served; /metrics then carries the switchback counters and the K in force.
+
 Time: the engine has its own clock (seconds) that each step advances by the profile's step time; the loop
 sleeps so that engine time runs `time_scale` times faster than wall time. Latency metrics are taken on
 the engine clock (so they reflect the profile exactly even when the host is slow) and reported in wall
@@ -14,22 +18,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from specpilot_runtime import live
 from .engine import Emission, Engine
+from .live_arms import LiveArms, LiveFile, started_arm
 from .metrics import SimMetrics
 from .openai_api import BadRequest, GenerationRequest, ResponseBuilder, filler_text, parse_request
 from .profile import Profile
 
 # What /version reports: the vLLM release whose surface the simulator copies, marked as simulated.
 VERSION = "0.32.0+specpilot.sim"
+# How often the live file is polled (wall seconds): a real engine checks about once a second.
+LIVE_POLL_S = 1.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,9 @@ class SimConfig:
     # vLLM's num_speculative_tokens_per_batch_size, as the pod's speculative config gives it: (lo, hi, K)
     # rows; None drafts N at every batch size.
     num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] | None = None
+    # engine.json's live_file: the live.json the engine follows (draft length set live); None: K is fixed.
+    live_file: str | None = None
+    live_poll_s: float = LIVE_POLL_S
 
 
 class EngineDead(RuntimeError):
@@ -117,7 +132,7 @@ class EngineLoop:
         while self._streams and self.healthy:
             await asyncio.sleep(0.05)
 
-    def _engine_now(self) -> float:
+    def engine_now(self) -> float:
         return (time.monotonic() - self._t0) * self.time_scale
 
     def submit(self, prompt_tokens: int, max_tokens: int) -> Stream:
@@ -125,7 +140,7 @@ class EngineLoop:
             raise EngineDead("the simulated engine is not running")
         stream = Stream(self, f"cmpl-{uuid.uuid4().hex}")
         self._streams[stream.request_id] = stream
-        self.engine.catch_up(self._engine_now())
+        self.engine.catch_up(self.engine_now())
         self.engine.submit(stream.request_id, prompt_tokens, max_tokens)
         self.metrics.set_queue(self.engine.running, self.engine.waiting)
         self._wake.set()
@@ -181,6 +196,10 @@ class SimServer:
         self.engine = Engine(config.profile, config.num_speculative_tokens, random.Random(config.seed),
                              max_num_seqs=config.max_num_seqs, kv_cache_tokens=config.kv_cache_tokens,
                              schedule=config.num_speculative_tokens_per_batch_size)
+        if config.live_file is not None:
+            self.engine.live = LiveArms(started_arm(config.num_speculative_tokens_per_batch_size,
+                                                    config.num_speculative_tokens), config.time_scale)
+        self._live_task: asyncio.Task[None] | None = None
         self._loop: EngineLoop | None = None
         self._runner: web.AppRunner | None = None
         self._draining = False
@@ -194,6 +213,9 @@ class SimServer:
     async def start(self) -> None:
         self._loop = EngineLoop(self.engine, self.metrics, self.config.time_scale)
         self._loop.start()
+        if self.config.live_file is not None:
+            self._live_task = asyncio.get_running_loop().create_task(
+                self._follow_live(self._loop, LiveFile(Path(self.config.live_file))), name="sim-live-file")
         app = web.Application()
         app.add_routes([
             web.get("/health", self._health),
@@ -225,6 +247,9 @@ class SimServer:
         await self.stop()
 
     async def stop(self) -> None:
+        if self._live_task is not None:
+            self._live_task.cancel()
+            await asyncio.gather(self._live_task, return_exceptions=True)
         # Engine first: requests in flight then end with an error at once instead of holding the
         # HTTP shutdown until they finish.
         if self._loop is not None:
@@ -253,8 +278,39 @@ class SimServer:
             "id": name, "object": "model", "created": self._started, "owned_by": "vllm", "root": name,
             "parent": None, "max_model_len": self.config.max_model_len}]})
 
+    async def _follow_live(self, loop: EngineLoop, source: LiveFile) -> None:
+        while True:
+            data = source.poll()
+            if data is not None:
+                self._apply_live(loop, data, source.path)
+            await asyncio.sleep(self.config.live_poll_s)
+
+    def _apply_live(self, loop: EngineLoop, data: bytes, path: Path) -> None:
+        arms = self.engine.live
+        assert arms is not None
+        try:
+            # One engine core per simulated server: no data parallelism to refuse a table under.
+            config = live.parse_live(data, self.config.num_speculative_tokens, self.config.method, 1)
+        except live.LiveConfigError as e:
+            arms.rejected += 1
+            if arms.first_refusal(data):
+                log.warning("%s refused (%s); serving %s as before", path, e,
+                            arms.arm_at(max(self.engine.clock, loop.engine_now())).key)
+            return
+        if arms.follow(config, max(self.engine.clock, loop.engine_now())):
+            log.info("%s: serving %s", path, " / ".join(a.key for a in config.arms))
+
+    def _live_exposition(self) -> str:
+        arms = self.engine.live
+        if arms is None or self._loop is None:
+            return ""
+        in_force = arms.arm_at(max(self.engine.clock, self._loop.engine_now()))
+        return live.exposition(arms.counters, in_force, arms.arms, self.config.num_speculative_tokens,
+                               live.bands_up_to(self.config.max_num_seqs), rejected=arms.rejected)
+
     async def _metrics(self, _: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=self.metrics.exposition() + self._live_exposition().encode(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)

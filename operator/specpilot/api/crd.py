@@ -45,6 +45,10 @@ _PRINTER_COLUMNS = [
     # -o wide: what the tuner is doing now.
     {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas", "priority": 1,
      "description": "Stable pods."},
+    {"name": "Started N", "type": "integer", "jsonPath": ".status.startedNumSpeculativeTokens", "priority": 1,
+     "description": "Switchback: the N the stable pods were started at (every N up to it is set live)."},
+    {"name": "Arms", "type": "string", "jsonPath": ".status.liveArms", "priority": 1,
+     "description": "Switchback: the draft-length tables the stable pods alternate between now."},
     {"name": "Canary N", "type": "integer", "jsonPath": ".status.canaryNumSpeculativeTokens", "priority": 1,
      "description": "num_speculative_tokens of the running canary, if any."},
     {"name": "Tuning", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Tuning")].reason',

@@ -14,7 +14,8 @@ from pydantic.alias_generators import to_camel
 
 from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, NO_NUL_PATTERN
 from specpilot_runtime import engine_config
-from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS, METHODS, MODEL_PATTERN, REMOVED_METHODS
+from specpilot_runtime.speculative import (MAX_NUM_SPECULATIVE_TOKENS, METHODS, MODEL_PATTERN, REMOVED_METHODS,
+                                          live_method)
 
 GROUP = "specpilot.io"
 VERSION = "v1alpha1"
@@ -47,10 +48,10 @@ PACKAGE_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
 # Kubernetes object names that can also name a Service and a label value: a DNS-1035 label.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-# 63 (a DNS label) minus the longest suffix a child adds ("-canary-engine", render/names.py), so every
+# 63 (a DNS label) minus the longest suffix a child adds ("-canary-engine", api/names.py), so every
 # child name is a DNS label too; tests/unit/test_validate_limits.py checks each name function against it.
 NAME_MAX_LENGTH = 49
-# Names a child of another SpeculativeDeployment takes (render/names.py: `<name>-canary` Deployment and
+# Names a child of another SpeculativeDeployment takes (api/names.py: `<name>-canary` Deployment and
 # Service, `<name>-stable` Service, `<name>-canary-engine` ConfigMap): a SpeculativeDeployment named so would
 # fight that one over them, so these endings are refused and no two objects' children can share a name.
 RESERVED_NAME_SUFFIXES = ("-canary", "-stable")
@@ -96,6 +97,16 @@ IMAGE_PATTERN = rf"^(?:{_REGISTRY}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?:
 Candidate = Annotated[int, Field(ge=0, le=MAX_NUM_SPECULATIVE_TOKENS)]
 # The largest spec.speculative.blockSize (a dflash/dspark draft's block): bounds a block method's N limit.
 MAX_BLOCK_SIZE = 64
+# The N a switchback pod starts at when spec.tuning.candidates does not say (capped by the method's limit):
+# every method's usual N (speculative.METHODS' default_n, at most 7) fits below it, and so does the best N
+# measured for sequential drafters at any batch size (5 at batch size <= 4 on an H200, docs/references.md
+# §5); a parallel drafter's larger optimum at small batches stays a canary's to find. Each unit of N
+# widens every decode step's CUDA graphs by max_num_seqs tokens (api/switchback.py), so not higher.
+SWITCHBACK_DEFAULT_N = 8
+# spec.tuning.promotionMargin when the spec leaves it out: a canary's promotion rolls every stable pod, so it
+# must pay for that; a switchback arm's is a file the engines read within seconds.
+CANARY_MARGIN = 0.02
+SWITCHBACK_MARGIN = 0.005
 # Alternatives a tournament may hold: each costs a canary (and a checkpoint load) to measure.
 MAX_ALTERNATIVES = 8
 
@@ -149,6 +160,8 @@ TuningMode = Literal["single", "schedule"]
 # wherever a stable pod would be left serving.
 CanaryMode = Literal["auto", "surge", "replace"]
 CanaryPods = Literal["surge", "replace"]
+# How a draft length is measured: canary pods started at it, or inside the serving pods, alternated live.
+TuningMeasure = Literal["canary", "switchback"]
 
 
 def canary_pods(mode: CanaryMode, replicas: int, canary_replicas: int) -> CanaryPods:
@@ -305,8 +318,11 @@ class Tuning(_Model):
     objective: Literal["throughput", "latency"] = Field(
         "throughput", description="throughput: output tokens/s at the observed load; latency: time per output token.")
     canary: Canary = Field(default_factory=Canary, description="Canary rollout settings.")
-    promotion_margin: float = Field(0.02, ge=0.0, le=1.0,
-                                    description="Smallest relative gain that justifies a promotion.")
+    promotion_margin: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description=f"Smallest relative gain that justifies a promotion (default {CANARY_MARGIN} with canaries, "
+                    f"{SWITCHBACK_MARGIN} with switchback, where a promotion restarts nothing and is undone in "
+                    f"seconds).")
     confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Confidence the gain is real before promoting.")
     cooldown: str = Field("1h", pattern=DURATION_PATTERN, description="Wait between tuning rounds.")
     mode: TuningMode = Field(
@@ -328,10 +344,29 @@ class Tuning(_Model):
         description="Other methods (and drafts) for the same target, each with its own N: the tuner canaries "
                     "each, and promotes one only when measured better, so the stable track may change method "
                     "as well as N (method off: no speculation). Validated as spec.speculative is.")
+    measure: TuningMeasure = Field(
+        "canary",
+        description="canary: every N is measured by canary pods started at it; switchback: draft lengths up to "
+                    f"the started N (the largest tuning candidate, else min(the method's limit, {SWITCHBACK_DEFAULT_N})) are "
+                    "measured inside the serving pods by alternating them, with no restart; canaries remain for "
+                    "a method, a checkpoint or a higher N. Needs a method whose vLLM model runner serves a "
+                    "batch-size table (not suffix) and no data parallelism.")
     drift_threshold: float = Field(
         0.08, gt=0.0, le=1.0,
         description="After convergence, a relative change of the stable track's accepted tokens per step this "
                     "large (or several standard errors of its window spread, if larger) starts a new round.")
+
+    @property
+    def canary_margin(self) -> float:
+        """The promotion margin a canary (pods of its own: a method, a checkpoint) is held to."""
+        return CANARY_MARGIN if self.promotion_margin is None else self.promotion_margin
+
+    def margin_for(self, method: str) -> float:
+        """The promotion margin in force for the N of `method`: the spec's, else the measure's default where
+        switchback measures that method's N live, else a canary's."""
+        if self.promotion_margin is None and self.measure == "switchback" and live_method(method):
+            return SWITCHBACK_MARGIN
+        return self.canary_margin
 
 
 class SpeculativeDeploymentSpec(_Model):
@@ -383,8 +418,17 @@ class SpeculativeDeploymentStatus(_Model):
     phase: str | None = Field(None, description="Pending, Running, Tuning, Degraded, Invalid or Paused.")
     conditions: list[Condition] = Field(default_factory=list, max_length=32, description="Standard conditions.")
     method: str | None = Field(None, description="Method the stable pods run.")
-    num_speculative_tokens: int | None = Field(None, description="N the stable pods run.")
-    canary_num_speculative_tokens: int | None = Field(None, description="N of the running canary, if any.")
+    num_speculative_tokens: int | None = Field(None, description="N the stable pods run (under switchback: serve "
+                                                                 "live, at most the started N).")
+    canary_num_speculative_tokens: int | None = Field(None, description="N of the running canary, if any (under "
+                                                                        "switchback, possibly an arm of the stable "
+                                                                        "pods).")
+    started_num_speculative_tokens: int | None = Field(
+        None, description="Switchback: the N the stable pods were started at; every N up to it is set live.")
+    live_arms: str | None = Field(
+        None, max_length=512, description="Switchback: the draft-length tables the stable pods serve now, as "
+                                          "live.json lists them (minBatchSize-maxBatchSize:N ranges, arms apart "
+                                          "by ' | '): one arm, or the stable's and the canary's alternated.")
     replicas: int | None = Field(None, description="Stable pods.")
     ready_replicas: int | None = Field(None, description="Stable pods Ready.")
     accepted_length: float | None = Field(None, description="Mean accepted length (1 + accepted/drafts), last window.")

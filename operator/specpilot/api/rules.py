@@ -23,9 +23,12 @@ from specpilot_runtime.speculative import (
     MAX_NUM_SPECULATIVE_TOKENS,
     METHODS,
     OFF,
+    SCHEDULE_METHODS,
     SCHEDULE_START_MESSAGE,
     SPECULATIVE_FLAGS,
     Family,
+    schedule_ignored,
+    schedule_method_message,
 )
 
 from .models import MAX_BLOCK_SIZE, MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS, RESERVED_NAME_SUFFIXES
@@ -162,6 +165,7 @@ def _speculative_rules() -> list[Rule]:
         {"rule": f"self.method != '{OFF}' || !has(self.schedule)",
          "fieldPath": ".schedule", "reason": "FieldValueForbidden",
          "message": "schedule must be omitted when method is off"},
+        _schedule_method_rule(),
         {"rule": "!has(self.schedule) || "
                  "self.schedule.all(e, e.numSpeculativeTokens <= self.numSpeculativeTokens)",
          "fieldPath": ".schedule",
@@ -188,6 +192,19 @@ def _speculative_rules() -> list[Rule]:
     # `self.extra.all(k, ...)`: "cannot be range of a comprehension"), and a map of typeless values would
     # not be a CEL map either.
     return rules
+
+
+def _schedule_blind_methods() -> list[str]:
+    """Methods that draft but whose vLLM model runner ignores a batch-size schedule."""
+    return sorted(m for m, r in METHODS.items() if r.family is not Family.NONE and m not in SCHEDULE_METHODS)
+
+
+def _schedule_method_rule() -> Rule:
+    """A schedule only with a method whose vLLM model runner serves it (speculative.SCHEDULE_METHODS); off
+    has its own rule."""
+    return {"rule": f"!has(self.schedule) || self.method in {_list([*SCHEDULE_METHODS, OFF])}",
+            "fieldPath": ".schedule", "reason": "FieldValueForbidden",
+            "message": schedule_method_message(", ".join(_schedule_blind_methods()))}
 
 
 def _schedule_entry_rules() -> list[Rule]:
@@ -256,8 +273,40 @@ def _cluster_fit_rules() -> list[Rule]:
     ]
 
 
+def schedule_mode_message(methods: str) -> str:
+    """Why tuning mode schedule is refused when spec.speculative or an alternative uses `methods`."""
+    return (f"tuning mode schedule tunes a batch-size schedule, but {schedule_ignored(methods)}: use tuning "
+            f"mode single, or one of {', '.join(SCHEDULE_METHODS)} in spec.speculative and every alternative")
+
+
+def _table_methods_rule(field: str, value: str, message: str) -> Rule:
+    """spec.tuning.`field` = `value` needs a batch-size table, so spec.speculative and every alternative must
+    use a method whose runner serves one (or none)."""
+    served = _list([*SCHEDULE_METHODS, OFF])
+    return {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
+                    f"!has(self.tuning.{field}) || self.tuning.{field} != '{value}' || "
+                    f"(self.speculative.method in {served} && (!has(self.tuning.alternatives) || "
+                    f"self.tuning.alternatives.all(a, a.method in {served})))",
+            "fieldPath": f".tuning.{field}", "message": message}
+
+
+def _schedule_mode_rule() -> Rule:
+    return _table_methods_rule("mode", "schedule", schedule_mode_message(", ".join(_schedule_blind_methods())))
+
+
+def switchback_message(methods: str) -> str:
+    """Why tuning measure switchback is refused when spec.speculative or an alternative uses `methods`."""
+    return (f"tuning measure switchback alternates draft lengths through a batch-size table, but "
+            f"{schedule_ignored(methods)}: use measure canary, or one of {', '.join(SCHEDULE_METHODS)} in "
+            "spec.speculative and every alternative")
+
+
+def _switchback_rule() -> Rule:
+    return _table_methods_rule("measure", "switchback", switchback_message(", ".join(_schedule_blind_methods())))
+
+
 def _spec_rules() -> list[Rule]:
-    return _package_rules() + _cluster_fit_rules() + [
+    return _package_rules() + _cluster_fit_rules() + [_schedule_mode_rule(), _switchback_rule()] + [
         _candidates_rule("!has(self.tuning) || !has(self.tuning.candidates)", "self.tuning.candidates",
                          "self.speculative", ".tuning.candidates", "tuning candidate"),
         {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "

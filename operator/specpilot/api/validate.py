@@ -21,22 +21,25 @@ from pydantic import ValidationError
 from specpilot_runtime.engine import CUDA_VISIBLE, visible_devices_problem
 from specpilot_runtime.engine_config import arg_problems, data_parallel_size, model_problems
 from specpilot_runtime.report import MAX_PATH_CHARS, one_line, summarised
-from specpilot_runtime.speculative import METHODS, REMOVED_METHODS, Problem, SpeculativeConfig, max_n
+from specpilot_runtime.speculative import (METHODS, OFF, REMOVED_METHODS, SCHEDULE_METHODS, Problem,
+                                          SpeculativeConfig, max_n)
 
 from . import admission, author_policy, documents
 from .crd import open_api_schema
 from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, Speculative, SpeculativeDeployment,
                      SpeculativeDeploymentSpec, gpu_resource)
-from .rules import DOT_SEGMENT, EXTRA_KEY_MESSAGE, MAX_EXTRA_KEY_LENGTH
+from .rules import DOT_SEGMENT, EXTRA_KEY_MESSAGE, MAX_EXTRA_KEY_LENGTH, schedule_mode_message, switchback_message
+from .switchback import capture_plan, started_n
 
 SPECULATIVE_PATH = "spec.speculative"
 CANDIDATES_PATH = "spec.tuning.candidates"
+MEASURE_PATH = "spec.tuning.measure"
 
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
 # there the semantic problems replace the CEL ones. An alternative's fields count as spec.speculative's.
 RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculativeTokens",
                    "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args",
-                   CANDIDATES_PATH)
+                   "spec.tuning.mode", MEASURE_PATH, CANDIDATES_PATH)
 
 # spec.speculative.method or spec.tuning.alternatives[i].method (group 1: i).
 METHOD_PATH = re.compile(r"spec\.(?:speculative|tuning\.alternatives\[(\d+)\])\.method")
@@ -141,12 +144,49 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     why = _no_schedule_reason(spec)
     if why and spec.tuning.enabled and spec.tuning.mode == "schedule":
         found.append(Problem("spec.tuning.mode", f"{why}: use mode single, or remove the data parallelism"))
+    found += _schedule_mode_problems(spec)
+    found += _switchback_problems(spec)
     for name, count in Counter(e.name for e in spec.engine.env).items():
         if count > 1:
             found.append(Problem("spec.engine.env", f"{name} is set {count} times; set each variable once"))
     found += _env_problems(spec)
     found += _runtime_limit_problems(spec)
     return found
+
+
+def _schedule_mode_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """Tuning mode schedule with a contender whose vLLM model runner ignores the schedule, each named (CEL
+    refuses the same, naming the methods only)."""
+    if not (spec.tuning.enabled and spec.tuning.mode == "schedule"):
+        return []
+    contenders = [(f"{SPECULATIVE_PATH}.method", spec.speculative.method)]
+    contenders += [(f"spec.tuning.alternatives[{i}].method", a.method)
+                   for i, a in enumerate(spec.tuning.alternatives or ())]
+    return [Problem("spec.tuning.mode", schedule_mode_message(f"{method} ({where})"))
+            for where, method in contenders if method in METHODS and method not in (*SCHEDULE_METHODS, OFF)]
+
+
+def _switchback_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
+    """spec.tuning.measure switchback where vLLM would not serve the live table (a contender's method whose
+    model runner drops it, data parallelism), and user capture settings too small for the started N."""
+    if not (spec.tuning.enabled and spec.tuning.measure == "switchback"):
+        return []
+    contenders = [(f"{SPECULATIVE_PATH}.method", spec.speculative.method)]
+    contenders += [(f"spec.tuning.alternatives[{i}].method", a.method)
+                   for i, a in enumerate(spec.tuning.alternatives or ())]
+    found = [Problem(MEASURE_PATH, switchback_message(f"{method} ({where})"))
+             for where, method in contenders if method in METHODS and method not in (*SCHEDULE_METHODS, OFF)]
+    why = _no_schedule_reason(spec)
+    if why:
+        found.append(Problem(MEASURE_PATH, f"switchback serves draft lengths through a batch-size table, but {why}: "
+                                           "use measure canary, or remove the data parallelism"))
+    if found:
+        return found
+    # The widest pod any contender's stable track may start (a tournament may promote an alternative).
+    deployment = SpeculativeDeployment(spec=spec)
+    n = max(started_n(deployment.for_contender(i)) for i in range(len(spec.tuning.alternatives or ()) + 1))
+    plan = capture_plan(spec.engine.args, spec.accelerator.vendor, n)
+    return plan.problems if plan else []
 
 
 def _runtime_limit_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from specpilot.display import bounded, printable, some_of
-from specpilot.render.names import TRACK_LABEL
+from specpilot.api.names import TRACK_LABEL
 
 INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 # Characters of one scheduler message kept (they are a line long; a webhook's or a plugin's may not be).

@@ -37,6 +37,9 @@ TUNER_LAST_DECISION_TIMESTAMP = f"{PREFIX}_tuner_last_decision_timestamp_seconds
 # Gauge, labels (namespace, deployment, num_speculative_tokens): goodput (tokens/s) the tuner predicts
 # for each candidate N at the observed load; num_speculative_tokens="0" is the no-speculation estimate.
 TUNER_PREDICTED_GOODPUT = f"{PREFIX}_tuner_predicted_goodput_tokens_per_second"
+# Gauge, labels (namespace, deployment, num_speculative_tokens, bound): the ends of that prediction's credible
+# interval (tuning.constants.PLAN_INTERVAL, 90%), bound one of BOUNDS; absent for a plan written without one.
+TUNER_PREDICTED_GOODPUT_BOUND = f"{PREFIX}_tuner_predicted_goodput_bound_tokens_per_second"
 # Gauge, labels (namespace, deployment, track): goodput (tokens/s) measured in the latest window.
 TUNER_OBSERVED_GOODPUT = f"{PREFIX}_tuner_observed_goodput_tokens_per_second"
 # Gauge, labels (namespace, deployment, track, batch_sizes): N a track serves in each batch-size range of its
@@ -59,6 +62,12 @@ LABEL_BATCH_SIZES = "batch_sizes"
 LABEL_CONTENDER = "contender"
 LABEL_METHOD = "method"
 LABEL_ROLE = "role"
+LABEL_BOUND = "bound"
+
+# Values of the `bound` label of TUNER_PREDICTED_GOODPUT_BOUND.
+BOUND_LOWER = "lower"
+BOUND_UPPER = "upper"
+BOUNDS = (BOUND_LOWER, BOUND_UPPER)
 
 # Values of the `role` label of TUNER_METHOD_GOODPUT.
 ROLES = ("stable", "canary", "measured")

@@ -16,7 +16,7 @@ import kopf
 
 from specpilot.api import cel
 from specpilot.api.validate import DEFAULT_POLICY, Policy, crd_schema
-from specpilot.controller import gc_policy, kopf_session, tuning_loop
+from specpilot.controller import gc_policy, kopf_session
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
 from specpilot.controller.health import DEFAULT_STALL_S, LEADER, STANDBY, STOPPING, Health, serve
@@ -24,6 +24,7 @@ from specpilot.controller.kube import CONCURRENCY, FIELD_MANAGER, Kube, load_api
 from specpilot.controller.leader import LeaderLost, LeaseElector
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
+from specpilot.controller.tuning import loop as tuning_loop
 from specpilot.render.images import DEFAULT_SERVING, ServingDefaults
 from specpilot.scrape.pods import ScrapeLimits
 

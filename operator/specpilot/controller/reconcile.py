@@ -3,31 +3,28 @@ pruned; status from what the children report. Synchronous: the async side runs i
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from specpilot import render
 from specpilot.api import author_policy
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
+from specpilot.canary.tracks import TrackPlan, plan_from, plan_tracks
 from specpilot.controller import applied as ap
 from specpilot.controller import metric_names as m
 from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
-from specpilot.controller import tuning_resume
 from specpilot.controller.child_cache import ChildCache, controller_of
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.kube import Kube, KubeError, object_path, sd_path
 from specpilot.controller.metrics import OperatorMetrics
+from specpilot.controller.status_write import write_changed
 from specpilot.display import bounded
-from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
-from specpilot.tuning import tournament_state
-from specpilot.tuning.state import same_drafter
+from specpilot.api.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER, N_LABEL, TRACK_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -39,72 +36,8 @@ CHILD_KINDS = (("v1", "ConfigMap", "configmaps"), ("apps/v1", "Deployment", "dep
 CHILD_KIND_NAMES = tuple(kind for _, kind, _ in CHILD_KINDS)
 
 
-@dataclass(frozen=True)
-class TrackPlan:
-    """The N each track should run. The tuning loop decides it through status.tuning (stableN, canaryN);
-    without tuning, stable runs spec N and there is no canary."""
-
-    stable_n: int | None
-    canary_n: int | None
-    stable_schedule: tuple[tuple[int, ...], ...] | None = None  # [lo, hi, K] rows (schedule mode)
-    canary_schedule: tuple[tuple[int, ...], ...] | None = None
-    # Contender each track runs (0: spec.speculative, i: spec.tuning.alternatives[i - 1]); the method tournament
-    # writes them to status.tournament (None: the stable's).
-    stable_contender: int = 0
-    canary_contender: int | None = None
-
-
-def _rows(value: Any) -> tuple[tuple[int, ...], ...] | None:
-    return tuple(tuple(row) for row in value) if value else None
-
-
-def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
-    """The plan status.tuning and status.tournament ask for, as written (plan_tracks checks them against the
-    spec); a method canary of the tournament is the canary track."""
-    tuning = status.get("tuning") or {}
-    if not tuning_enabled:
-        return TrackPlan(None, None)
-    canary_n = tuning.get("canaryN")
-    plan = TrackPlan(tuning.get("stableN"), canary_n, _rows(tuning.get("stableSchedule")),
-                     _rows(tuning.get("canarySchedule")) if canary_n is not None else None)
-    tour = status.get("tournament")
-    if not isinstance(tour, dict):
-        return plan
-    plan = dataclasses.replace(plan, stable_contender=tour.get("stable", 0))
-    if tour.get("canary") is None:
-        return plan
-    return dataclasses.replace(plan, canary_n=tour.get("canaryN"), canary_schedule=None,
-                               canary_contender=tour["canary"])
-
-
 def _lists(rows: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
     return [list(row) for row in rows] if rows else None
-
-
-def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
-    """A status.tuning the tuner did not write renders as spec N without a canary, as the tuning loop restarts
-    from it (tuning_resume.py); the loop reports it. With alternatives, status.tournament (read back only
-    when it is the tournament's own, for these contenders) says which contender each track runs: a method
-    canary is its canary."""
-    if not sd.spec.tuning.enabled:
-        return TrackPlan(None, None)
-    tour = tournament_state.Tournament.from_status(status.get("tournament"), tournament_state.contenders_of(sd.spec))
-    stable = sd.for_contender(tour.stable)
-    tuning = status.get("tuning")
-    if tuning_resume.problem(tuning, stable) is not None \
-            or isinstance(tuning, dict) and tuning_resume.track_problem(tuning) is not None:
-        return TrackPlan(None, None)
-    speculative = stable.spec.speculative
-    if isinstance(tuning, dict) and tuning.get("method") is not None \
-            and not same_drafter(tuning, speculative.method, speculative.block_size):
-        # The tuner's state is another drafter's (the spec's method or block size was edited, or a tournament
-        # restarted): its N are not this drafter's; the loop restarts from spec N.
-        return TrackPlan(None, None, stable_contender=tour.stable)
-    plan = plan_from(True, {"tuning": tuning})
-    if tour.canary is not None:
-        return dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, stable_contender=tour.stable,
-                                   canary_contender=tour.canary)
-    return dataclasses.replace(plan, stable_contender=tour.stable)
 
 
 def _owner_text(obj: dict[str, Any]) -> str:
@@ -223,11 +156,11 @@ class Reconciler:
         self.metrics.invalid.labels(ns, name).set(0)
         plan = plan_tracks(sd, old_status)
         try:
-            desired = render.render(sd, plan.stable_n, plan.canary_n, owner=render.owner_reference(obj),
+            desired = render.render(sd, plan.stable_n, plan.canary_pods_n, owner=render.owner_reference(obj),
                                     stable_schedule=_lists(plan.stable_schedule),
-                                    canary_schedule=_lists(plan.canary_schedule),
+                                    canary_schedule=None if plan.canary_live else _lists(plan.canary_schedule),
                                     defaults=self.serving, stable_contender=plan.stable_contender,
-                                    canary_contender=plan.canary_contender)
+                                    canary_contender=plan.canary_contender, live=plan.live)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
             # what runs alone and say so; retrying would not help until the loop writes another plan.
@@ -250,6 +183,9 @@ class Reconciler:
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         changes: list[str] = []  # what was created, updated, reverted or deleted, for the log
         refused: list[str] = []  # children the API server refused (4xx), with its words
+        # One Event per kind of change, naming every child it touched: a new object's three children are one
+        # "Created" (three Events each would be the API server's busiest write at a thousand new objects).
+        announced: dict[str, list[str]] = {}
         live: dict[tuple[str, str], dict[str, Any]] = {}
         applied = self.applied.setdefault((ns, name), {})
         for child in desired:
@@ -273,21 +209,26 @@ class Reconciler:
                 applied[key] = body
             live[key] = after
             if before is None or _content(before) != _content(after):
-                changes.append(self._announce(obj, child, before, first, reverting))
+                reason, message = _announcement(obj, child, before, first, reverting)
+                announced.setdefault(reason, []).append(message)
+                changes.append(message)
         for (kind, child_name), child in existing.items():
             self.kube.delete(child)
             self.cache.deleted((ns, uid), child)
             applied.pop((kind, child_name), None)
             changes.append(f"deleted {kind} {child_name}: no longer rendered")
             self.events.normal(obj, "Deleted", changes[-1])
+        for reason, messages in announced.items():
+            self.events.normal(obj, reason, "; ".join(messages))
         if changes:
             log.info("reconciled %s/%s: %s", ns, name, "; ".join(changes))
         self._count_children((ns, name), Counter(kind for kind, _ in live))
         deployments = {c["metadata"]["labels"].get(TRACK_LABEL): c for c in live.values() if c["kind"] == "Deployment"}
         rollout = st.rollout_of(deployments.get("stable"), deployments.get("canary"), N_LABEL)
         new_status = st.running_status(old_status, generation,
-                                       sd.for_contender(plan.stable_contender).spec.speculative.method, rollout,
-                                       sd.spec.tuning.enabled)
+                                       sd.for_contender(plan.stable_contender).spec.speculative.method,
+                                       st.served(rollout, plan), sd.spec.tuning.enabled)
+        new_status.update(st.live_status(rollout, plan))
         new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
         new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
                                                               conflicts=[], refused=refused)
@@ -427,25 +368,20 @@ class Reconciler:
                     out[(kind, child_name)] = child
         return out
 
-    def _announce(self, obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None,
-                  first: bool, reverting: bool) -> str:
-        """Post the Event that says what happened to the child; returns its message."""
-        what = f"{child['kind']} {child['metadata']['name']}"
-        if before is None:
-            # Missing although nothing asked for a new child (same generation and track plan): restored.
-            # A new canary, or a child a spec change adds, is simply created.
-            restored = reverting and not first
-            reason, message = ("Restored", f"re-created {what}, which was missing") if restored else \
-                ("Created", f"created {what}")
-        elif reverting:
-            reason, message = "Reverted", f"reverted a change to {what} made outside the spec"
-        else:
-            reason, message = "Updated", (f"updated {what} for generation {obj['metadata'].get('generation')} "
-                                          "and the current track plan")
-        self.events.normal(obj, reason, message)
-        return message
-
     def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if st.changed(old, new):
-            self.kube.patch_status(path, new)
+        write_changed(self.kube, path, old, new)
 
+
+def _announcement(obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None, first: bool,
+                  reverting: bool) -> tuple[str, str]:
+    """The Event reason and message that say what happened to the child."""
+    what = f"{child['kind']} {child['metadata']['name']}"
+    if before is None:
+        # Missing although nothing asked for a new child (same generation and track plan): restored.
+        # A new canary, or a child a spec change adds, is simply created.
+        if reverting and not first:
+            return "Restored", f"re-created {what}, which was missing"
+        return "Created", f"created {what}"
+    if reverting:
+        return "Reverted", f"reverted a change to {what} made outside the spec"
+    return "Updated", f"updated {what} for generation {obj['metadata'].get('generation')} and the current track plan"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from specpilot.canary.tracks import TrackPlan
 from specpilot.display import bounded
 
 READY, PROGRESSING, SPEC_VALID, TUNING, DEGRADED = "Ready", "Progressing", "SpecValid", "Tuning", "Degraded"
@@ -70,6 +72,23 @@ def rollout_of(stable: dict[str, Any] | None, canary: dict[str, Any] | None, n_l
                    complete=bool(stable) and caught_up and updated == desired and replicas == desired,
                    deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
                    stable_n=n_of(stable), canary_n=n_of(canary))
+
+
+def served(rollout: Rollout, plan: TrackPlan) -> Rollout:
+    """The N the tracks serve: under switchback, the arms' (the pods' label is the N they were started at)."""
+    if plan.live is None or rollout.stable_n is None:
+        return rollout
+    stable_k = plan.stable_n if plan.stable_n is not None else max(k for _, _, k in plan.live.arms[0].table)
+    return dataclasses.replace(rollout, stable_n=stable_k,
+                               canary_n=plan.canary_n if plan.canary_live else rollout.canary_n)
+
+
+def live_status(rollout: Rollout, plan: TrackPlan) -> dict[str, Any]:
+    """status.startedNumSpeculativeTokens and status.liveArms (None without switchback: the fields go)."""
+    if plan.live is None:
+        return {"startedNumSpeculativeTokens": None, "liveArms": None}
+    return {"startedNumSpeculativeTokens": rollout.stable_n,
+            "liveArms": " | ".join(arm.key.replace(",", " ") for arm in plan.live.arms)}
 
 
 def running_status(old: dict[str, Any], generation: int, method: str, rollout: Rollout,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specpilot.controller import metric_names as op
-from specpilot_runtime import vllm_metrics as vm
+from specpilot_runtime import live, vllm_metrics as vm
 
 from .grafana import Dashboard, Panel, Query, Row, Variable, render
 from .promql import (BY_TRACK, OPERATOR_FILTER, RATE_WINDOW, TRACK_FILTER, VLLM_FILTER, acceptance_rate, counter,
@@ -153,8 +153,36 @@ def tuner() -> Dashboard:
     return Dashboard(
         uid="specpilot-tuner", title="specpilot / Tuner",
         description="How the tuner chooses num_speculative_tokens: N per track, decisions, predicted and "
-                    "observed goodput, canary against stable.",
-        variables=_vllm_variables(), rows=(decisions, goodput, comparison))
+                    "observed goodput, canary against stable, switchback arms against each other.",
+        variables=_vllm_variables(), rows=(decisions, goodput, comparison, _switchback()))
+
+
+def _switchback() -> Row:
+    """spec.tuning.measure switchback: the K the stable pods serve per batch-size band, and each arm's own
+    throughput and step time from the engines' switchback counters (runtime/specpilot_runtime/live.py)."""
+    # The engine core's counters carry no model_name (the API server's do): namespace and deployment select.
+    sel, arm = OPERATOR_FILTER, f"namespace, deployment, {live.LABEL_ARM}"
+
+    def per_arm(numerator: str, denominator: str) -> str:
+        return f"{rate_sum(counter(numerator), sel, arm)} / {rate_sum(counter(denominator), sel, arm)}"
+
+    return Row("Switchback", (
+        Panel("K in force by batch-size band",
+              "Draft length the stable pods serve now at each band of running batch sizes (live.json, set "
+              "without a restart), the fullest pod of each deployment.",
+              (Query(f"max by (namespace, deployment, {live.LABEL_BAND}) ({live.LIVE_K}{{{sel}}})",
+                     DEPLOYMENT + " batch {{band}}", instant=True),),
+              type="bargauge", unit="short", min=0, width=8),
+        Panel("Output tokens per step-second by arm",
+              "Each arm's throughput while in force: tokens out over the seconds its steps took, the steps "
+              "right after a switch left out. The arms alternate in the same pods, so they saw the same load.",
+              (Query(per_arm(live.SB_OUTPUT_TOKENS, live.SB_STEP_SECONDS), DEPLOYMENT + " {{arm}}"),),
+              unit="tps", min=0, width=8),
+        Panel("Step time by arm",
+              "Seconds per engine step while each arm is in force.",
+              (Query(per_arm(live.SB_STEP_SECONDS, live.SB_STEPS), DEPLOYMENT + " {{arm}}"),),
+              unit="s", min=0, width=8),
+    ))
 
 
 def operator() -> Dashboard:

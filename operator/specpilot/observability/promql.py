@@ -25,7 +25,15 @@ def counter(name: str) -> str:
     return f"{name}_total"
 
 
+# Counters also read under their deprecated names for one release (vllm_metrics.DEPRECATED_NAMES): pods still
+# on the previous plugin export the old name.
+_DEPRECATED = {counter(new): counter(old) for old, new in vm.DEPRECATED_NAMES.items()}
+
+
 def select(metric: str, selector: str) -> str:
+    if metric in _DEPRECATED:
+        names = f'__name__=~"{metric}|{_DEPRECATED[metric]}"'
+        return f"{{{names}, {selector}}}" if selector else f"{{{names}}}"
     return f"{metric}{{{selector}}}" if selector else metric
 
 
@@ -52,6 +60,16 @@ def survival_by_position(selector: str, by: str, window: str = RATE_WINDOW) -> s
     drafted = rate_sum(counter(vm.SPEC_DRAFTED_PER_POS), selector, pos, window)
     drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)
     return f"({per_pos} / {drafted}) or ({per_pos} / on ({by}) group_left {drafts})"
+
+
+def drafted_by_position(selector: str, by: str, window: str = RATE_WINDOW) -> str:
+    """Drafts per second that reached each position: the denominator of `survival_by_position`, with its
+    fallback (every draft, where a pod has no plugin counter)."""
+    pos = f"{by}, {vm.LABEL_POSITION}"
+    per_pos = rate_sum(counter(vm.SPEC_ACCEPTED_PER_POS), selector, pos, window)
+    drafted = rate_sum(counter(vm.SPEC_DRAFTED_PER_POS), selector, pos, window)
+    drafts = rate_sum(counter(vm.SPEC_DRAFTS), selector, by, window)
+    return f"{drafted} or (0 * {per_pos} + on ({by}) group_left {drafts})"
 
 
 def acceptance_rate(selector: str, by: str, window: str = RATE_WINDOW) -> str:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from specpilot_runtime.live import LiveConfig
+
 from ..api.models import SpeculativeDeployment
 from .engine import config_hash, config_map, engine_config, engine_json
+from .live import live_config_map
 from .images import DEFAULT_SERVING, ServingDefaults
-from .names import OWNER_UID_LABEL, Track, owner_reference
+from ..api.names import OWNER_UID_LABEL, Track, owner_reference
 from .workload import deployment, service, track_service
 
-__all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "owner_reference", "render",
-           "render_service", "render_track"]
+__all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "live_config_map", "owner_reference",
+           "render", "render_service", "render_track"]
 
 
 def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -38,11 +41,12 @@ def render_track(sd: SpeculativeDeployment, track: Track = "stable", n: int | No
     """The track's ConfigMap (engine.json) and Deployment, running N = `n` (default: the spec's N);
     `canary_running` sizes the stable track beside a canary (tuning.canary.mode replace); `defaults` are
     the cluster-wide serving image, pull secrets, runtime image and listen address; `schedule` is the tuner's batch-size
-    schedule for the track.
+    schedule for the track. Under spec.tuning.measure switchback the stable track's engine.json and pods do
+    not change with `n` (up to the started N) or `schedule`: live.json carries them (live_config_map).
 
     Raises ValueError when `n` or `schedule` breaks the method's rules.
     """
-    config = engine_config(sd, n, schedule, defaults.listen_address)
+    config = engine_config(sd, n, schedule, defaults.listen_address, track)
     text = engine_json(config)
     n_run = config.speculative.num_speculative_tokens
     objects = [config_map(sd, track, text),
@@ -61,14 +65,18 @@ def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int
            owner: dict[str, Any] | None = None, defaults: ServingDefaults = DEFAULT_SERVING,
            stable_schedule: list[list[int]] | None = None,
            canary_schedule: list[list[int]] | None = None,
-           stable_contender: int = 0, canary_contender: int | None = None) -> list[dict[str, Any]]:
+           stable_contender: int = 0, canary_contender: int | None = None,
+           live: LiveConfig | None = None) -> list[dict[str, Any]]:
     """Every child: the stable track, the Service, and the canary track when `canary_n` is given; each
     track serves its batch-size schedule when the tuner chose one, and runs its contender's method and
-    draft (0: spec.speculative; i: spec.tuning.alternatives[i - 1]; the canary's defaults to the stable's)."""
+    draft (0: spec.speculative; i: spec.tuning.alternatives[i - 1]; the canary's defaults to the stable's);
+    under switchback, the `<name>-live` ConfigMap holding `live`."""
     objects = (render_track(sd.for_contender(stable_contender), "stable", stable_n, owner, canary_n is not None,
                             defaults, stable_schedule)
                + [render_service(sd, owner)])
     if canary_n is not None:
         canary = sd.for_contender(stable_contender if canary_contender is None else canary_contender)
         objects += render_track(canary, "canary", canary_n, owner, defaults=defaults, schedule=canary_schedule)
+    if live is not None:
+        objects += _owned([live_config_map(sd, live)], owner)
     return objects

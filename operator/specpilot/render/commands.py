@@ -15,7 +15,7 @@ from ..api.models import KIND
 from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from, problem_lines
 from . import render_service, render_track
 from .images import add_serving_arguments, serving_defaults_from
-from .names import TRACKS
+from ..api.names import TRACKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

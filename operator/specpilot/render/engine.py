@@ -7,25 +7,35 @@ import json
 from typing import Any
 
 from specpilot_runtime.engine_config import Accelerator, EngineConfig
+from specpilot_runtime.live import LIVE_DIR, LIVE_FILE, MAX_BATCH_SIZE
 from specpilot_runtime.speculative import OFF, SpeculativeConfig
 
 from ..api.models import SpeculativeDeployment
+from ..api.switchback import capture_plan, measured_live, started_n
 from ..api.validate import speculative_config
 from .images import DEFAULT_LISTEN_ADDRESS
-from .names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, owned_labels
+from ..api.names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, owned_labels
 
 
 def engine_config(sd: SpeculativeDeployment, n: int | None = None,
-                  schedule: list[list[int]] | None = None, listen: str = DEFAULT_LISTEN_ADDRESS) -> EngineConfig:
+                  schedule: list[list[int]] | None = None, listen: str = DEFAULT_LISTEN_ADDRESS,
+                  track: Track = "stable") -> EngineConfig:
     """What one pod of the track runs, at N = `n` (default: the spec's N), with the tuner's batch-size
-    `schedule` when it chose one (else the spec's, capped at N), listening on `listen`.
+    `schedule` when it chose one (else the spec's, capped at N), listening on `listen`; under switchback,
+    what `switchback_config` says instead.
 
     Raises ValueError when that N breaks the method's rules: render never emits a config vLLM refuses.
     """
     spec = sd.spec
-    # "0 turns speculation off" (tuning candidates): vLLM then runs without a speculative config, since
-    # every drafting method needs N >= 1.
-    speculative = SpeculativeConfig(method=OFF) if n == 0 else speculative_config(spec, n, schedule)
+    args = list(spec.engine.args)
+    live_file = None
+    if measured_live(sd):
+        speculative, extra_args, live_file = switchback_config(sd, n, schedule, track)
+        args += extra_args
+    else:
+        # "0 turns speculation off" (tuning candidates): vLLM then runs without a speculative config, since
+        # every drafting method needs N >= 1.
+        speculative = SpeculativeConfig(method=OFF) if n == 0 else speculative_config(spec, n, schedule)
     problems = speculative.problems("spec.speculative")
     if problems:
         raise ValueError("; ".join(str(p) for p in problems))
@@ -34,11 +44,37 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None,
         served_model_name=spec.served_model_name,
         accelerator=Accelerator(vendor=spec.accelerator.vendor, count=spec.accelerator.count),
         speculative=speculative,
-        args=list(spec.engine.args),
+        args=args,
         env={e.name: e.value for e in spec.engine.env},
         shutdown_timeout_s=spec.engine.drain_seconds,
         host=listen,
+        live_file=live_file,
     )
+
+
+def switchback_config(sd: SpeculativeDeployment, n: int | None, schedule: list[list[int]] | None,
+                      track: Track) -> tuple[SpeculativeConfig, list[str], str | None]:
+    """A switchback track's speculative config, capture flags and live.json path. Both tracks start at the
+    larger of started_n and `n` (a canary or a promotion above it restarts the pods; below it nothing does)
+    and carry a batch-size table (vLLM keeps no batch size -> K list to rewrite without one, and the table
+    has its own cost, which both tracks then pay alike), with capture settings for that N.
+
+    The stable track follows live.json; its engine.json does not depend on `n` or `schedule` (the K in force
+    is live.json's), and its table, what it serves until live.json is read, is what the spec asks: the
+    spec's own schedule (every K <= spec N <= the started N), else spec N at every batch size. The canary
+    measures one configuration: the tuner's schedule, else `n` at every batch size, and no live.json."""
+    spec = sd.spec
+    start = max(started_n(sd), n or 0)
+    if track == "stable":
+        rows = [[e.min_batch_size, e.max_batch_size, e.num_speculative_tokens] for e in spec.speculative.schedule or ()]
+        rows = rows or [[1, MAX_BATCH_SIZE, spec.speculative.num_speculative_tokens]]
+        live_file: str | None = f"{LIVE_DIR}/{LIVE_FILE}"
+    else:
+        k = spec.speculative.num_speculative_tokens if n is None else n
+        rows = [[lo, hi, min(kr, start)] for lo, hi, kr in schedule] if schedule else [[1, MAX_BATCH_SIZE, k]]
+        live_file = None
+    plan = capture_plan(spec.engine.args, spec.accelerator.vendor, start)
+    return speculative_config(spec, start, rows), plan.args if plan else [], live_file
 
 
 def engine_json(config: EngineConfig) -> str:

@@ -19,15 +19,18 @@ from typing import Any
 
 from specpilot_runtime.engine import VLLM_CACHE_ENV
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
+from specpilot_runtime.live import LIVE_DIR
 
 from ..api.models import SpeculativeDeployment, gpu_resource
+from ..api.switchback import measured_live
 from .images import DEFAULT_SERVING, ServingDefaults, image_for
-from .names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, Track,
-                    config_map_name, pod_labels)
+from ..api.names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, PORT_NAME, Track,
+                         config_map_name, live_config_map_name, pod_labels)
+from .resources import as_guaranteed, container_resources, guaranteed
 from .security import security_contexts
 
 CONTAINER = "vllm"
-PORT_NAME = "http"
+LIVE_VOLUME = "live"
 SHM_SIZE = "8Gi"
 # VLLM_CACHE_ROOT, under the model cache's mountPath when there is one.
 VLLM_CACHE_DIR = "vllm"
@@ -71,12 +74,10 @@ def _probe(period: int, failures: int) -> dict[str, Any]:
 
 
 def _resources(sd: SpeculativeDeployment) -> dict[str, Any]:
-    """The user's resources with the GPU limit set from accelerator (extended resources need a limit)."""
-    resources: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v
-                                 for k, v in sd.spec.engine.resources.items()}
-    limits = resources.setdefault("limits", {})
-    limits[gpu_resource(sd.spec.accelerator)] = str(sd.spec.accelerator.count)  # a quantity, as the API stores it
-    return resources
+    """The user's resources, the GPU limit from accelerator (extended resources need a limit) and the
+    profile's CPU and memory requests (resources.py)."""
+    acc = sd.spec.accelerator
+    return container_resources(sd.spec.engine.resources, acc.vendor, acc.count, gpu_resource(acc))
 
 
 def _copied_runtime(sd: SpeculativeDeployment) -> bool:
@@ -112,6 +113,12 @@ def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, An
         {"name": "engine-config", "mountPath": ENGINE_CONFIG_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
+    if track == "stable" and measured_live(sd):
+        # live.json (switchback): optional, so a pod starts (serving its engine.json's table) before the
+        # ConfigMap exists; the kubelet refreshes it in place. Nested in the engine-config mount, which
+        # kubelets allow for ConfigMap volumes (they create the mount point), and LIVE_DIR is the runtime's.
+        volumes.append({"name": LIVE_VOLUME, "configMap": {"name": live_config_map_name(name), "optional": True}})
+        mounts.append({"name": LIVE_VOLUME, "mountPath": LIVE_DIR, "readOnly": True})
     if _copied_runtime(sd):
         volumes.append({"name": RUNTIME_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
         mounts.append({"name": RUNTIME_VOLUME, "mountPath": RUNTIME_DIR, "readOnly": True})
@@ -124,10 +131,12 @@ def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, An
     return volumes, mounts
 
 
-def _installer(defaults: ServingDefaults) -> dict[str, Any]:
-    """The init container that copies the runtime from the operator image onto the shared emptyDir."""
+def _installer(defaults: ServingDefaults, pod_guaranteed: bool) -> dict[str, Any]:
+    """The init container that copies the runtime from the operator image onto the shared emptyDir; made
+    Guaranteed too when the vLLM container is, since a pod is Guaranteed only if every container is."""
+    resources = as_guaranteed(INSTALLER_RESOURCES) if pod_guaranteed else copy.deepcopy(INSTALLER_RESOURCES)
     return {"name": INSTALLER, "image": defaults.runtime_image, "imagePullPolicy": "IfNotPresent",
-            "command": list(INSTALL_COMMAND), "resources": copy.deepcopy(INSTALLER_RESOURCES),
+            "command": list(INSTALL_COMMAND), "resources": resources,
             "securityContext": copy.deepcopy(INSTALLER_SECURITY),
             "volumeMounts": [{"name": RUNTIME_VOLUME, "mountPath": RUNTIME_DIR}]}
 
@@ -168,7 +177,7 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "volumes": volumes,
     }
     if _copied_runtime(sd):
-        pod["initContainers"] = [_installer(defaults)]
+        pod["initContainers"] = [_installer(defaults, guaranteed(container["resources"]))]
     pull_secrets = _pull_secrets(sd, defaults)
     if pull_secrets:
         pod["imagePullSecrets"] = pull_secrets

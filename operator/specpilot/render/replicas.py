@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..api.models import SpeculativeDeployment, canary_pods
-from .names import Track
+from ..api.names import Track
 
 SURGE = {"maxSurge": 1, "maxUnavailable": 0}  # a new pod must be Ready before an old one stops
 NO_SURGE = {"maxSurge": 0, "maxUnavailable": 1}  # an old pod stops first: no spare GPU needed

@@ -7,8 +7,9 @@ from typing import Any
 from specpilot_runtime.engine_config import DEFAULT_PORT
 
 from ..api.models import SpeculativeDeployment, duration_seconds
-from .names import (
+from ..api.names import (
     N_LABEL,
+    PORT_NAME,
     TRACK_LABEL,
     Track,
     deployment_name,
@@ -18,7 +19,7 @@ from .names import (
     track_service_name,
 )
 from .images import DEFAULT_SERVING, ServingDefaults
-from .pod import PORT_NAME, STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
+from .pod import STARTUP_FAILURES, STARTUP_PERIOD_S, pod_template
 from .replicas import strategy, track_replicas
 
 

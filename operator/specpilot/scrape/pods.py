@@ -15,19 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import sys
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+# httpx's package imports its own command-line client (httpx._main: click, pygments and 55 modules of rich)
+# whenever those are installed, as they are beside the harness; the operator never runs it. Marked absent,
+# httpx keeps its stub `main` and `specpilot run` loads no console library (tests/unit/test_product_boundary.py).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 import httpx
 
 from specpilot_runtime import vllm_metrics
 from specpilot_runtime.vllm_metrics import NonFiniteSample, Snapshot
 
+from specpilot.api.names import N_LABEL, PORT_NAME, TRACK_LABEL
 from specpilot.display import bounded, printable
-from specpilot.render.names import N_LABEL, TRACK_LABEL
-from specpilot.render.pod import PORT_NAME
 
 RETRIES = 2
 RETRY_PAUSE_S = 0.2

@@ -36,7 +36,9 @@ def add(a: Snapshot, b: Snapshot) -> Snapshot:
                    drafted_per_pos=drafted,
                    scrape_time=max(a.scrape_time, b.scrape_time),
                    kv_cache_usage=max(a.kv_cache_usage, b.kv_cache_usage),
-                   reset=a.reset or b.reset, extra={})
+                   reset=a.reset or b.reset, extra={},
+                   switchback={key: _add_vectors(a.switchback.get(key, ()), b.switchback.get(key, ()))
+                               for key in {**a.switchback, **b.switchback}})
 
 
 @dataclass(frozen=True)

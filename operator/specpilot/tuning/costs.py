@@ -21,6 +21,7 @@ import numpy as np
 
 from specpilot_runtime.speculative import Family
 
+from .constants import COST_TABLE_MAX_N, OVERHEAD_CACHE_SIZE, OVERHEAD_TABLE_CACHE_SIZE, ROOFLINE_FLOOR_LOADS
 from .cost_shapes import SHAPES
 
 DEFAULT_SHAPE = "h200-dense8b"
@@ -33,9 +34,7 @@ ROOFLINE = "roofline"
 # overtakes only at some load B_0: the overhead of N tokens more per sequence is then N B / (B + B_0), small
 # at light load and N at heavy load (a CPU serving one sequence is far from its roofline, serving 16 is on
 # it). The plain roofline is B_0 = 0.
-ROOFLINE_FLOORS = {ROOFLINE: 0.0, f"{ROOFLINE}-floor1": 1.0, f"{ROOFLINE}-floor4": 4.0, f"{ROOFLINE}-floor16": 16.0}
-# Largest N the overhead tables are built for (block drafters go to their block size, at most 16).
-MAX_N = 32
+ROOFLINE_FLOORS = {ROOFLINE: 0.0, **{f"{ROOFLINE}-floor{b:g}": b for b in ROOFLINE_FLOOR_LOADS}}
 
 
 def _monotone(row: tuple[float, ...]) -> list[float]:
@@ -82,17 +81,17 @@ def step_ms(family: Family, n: int, b: float, shape: str = DEFAULT_SHAPE) -> flo
     return target_ms(n, b, shape) + drafter_ms(family, n, b, shape)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=OVERHEAD_CACHE_SIZE)
 def relative_overhead(family: Family, n: int, b: float, shape: str = DEFAULT_SHAPE) -> float:
     """x(N, B) = t(N, B) / t(0, B) - 1: the extra cost of speculating at N, relative to not speculating."""
     return step_ms(family, n, b, shape) / step_ms(family, 0, b, shape) - 1.0
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=OVERHEAD_TABLE_CACHE_SIZE)
 def overhead_table(family: Family, shape: str) -> tuple[np.ndarray, np.ndarray]:
-    """(log B at the shape's measured loads, x[n, i] for n = 0..MAX_N): for vectorised interpolation."""
+    """(log B at the shape's measured loads, x[n, i] for n = 0..COST_TABLE_MAX_N): for vectorised interpolation."""
     bs = SHAPES[shape]["bs"]
-    x = np.array([[relative_overhead(family, n, float(b), shape) for b in bs] for n in range(MAX_N + 1)])
+    x = np.array([[relative_overhead(family, n, float(b), shape) for b in bs] for n in range(COST_TABLE_MAX_N + 1)])
     return np.log(np.asarray(bs, dtype=float)), x
 
 
@@ -100,10 +99,10 @@ def overheads(family: Family, shape: str, ns: np.ndarray, loads: np.ndarray) -> 
     """x(ns[i], loads[i]) on one shape, vectorised (linear in log B, clamped to the measured loads)."""
     if shape in ROOFLINE_FLOORS:
         b = np.maximum(np.asarray(loads, dtype=float), 1.0)
-        return np.clip(ns, 0, MAX_N).astype(float) * b / (b + ROOFLINE_FLOORS[shape])
+        return np.clip(ns, 0, COST_TABLE_MAX_N).astype(float) * b / (b + ROOFLINE_FLOORS[shape])
     logb, x = overhead_table(family, shape)
     lb = np.clip(np.log(np.maximum(loads, 1.0)), logb[0], logb[-1])
     i = np.clip(np.searchsorted(logb, lb, side="right"), 1, len(logb) - 1)
     f = (lb - logb[i - 1]) / (logb[i] - logb[i - 1])
-    n = np.clip(ns, 0, MAX_N).astype(int)
+    n = np.clip(ns, 0, COST_TABLE_MAX_N).astype(int)
     return x[n, i - 1] * (1 - f) + x[n, i] * f

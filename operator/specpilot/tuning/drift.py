@@ -15,13 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .constants import ACCEPTANCE_WINDOWS, ACCEPTANCE_Z, REFERENCE_WINDOWS
 from .observations import MAX_N, WindowRecord, finite
-
-# Window counts and the z bound are statistics, not policy: they set how sure a drift must be, while the
-# user's knob is how large it must be (spec.tuning.driftThreshold).
-REFERENCE_WINDOWS = 6
-ACCEPTANCE_WINDOWS = 6
-ACCEPTANCE_Z = 4.0
 
 
 def reference(records: Sequence[WindowRecord]) -> dict[str, float]:
@@ -50,9 +45,8 @@ def detect(ref: dict[str, float], recent: Sequence[WindowRecord], threshold: flo
         return None
     ls = np.array([r.tokens_per_step for r in acc])
     l_now = float(ls.mean())
-    # Both means are estimates, and so is the window spread, from both sets of windows: six calm reference
-    # windows (half the engine's spread) once made an 11% move of noise alone look like four standard errors,
-    # and the tuner forgot every N it had measured.
+    # Both means are estimates, and so is the window spread, from both sets of windows: a calm reference
+    # alone would make a move of noise look like drift, and drift forgets every N measured.
     n_ref, n = max(ref.get("windows", REFERENCE_WINDOWS), 2.0), len(ls)
     pooled = math.sqrt(((n_ref - 1) * ref["l_sd"] ** 2 + (n - 1) * float(ls.var(ddof=1))) / (n_ref + n - 2))
     limit = max(threshold * ref["l"], ACCEPTANCE_Z * pooled * math.sqrt(1 / n_ref + 1 / n))

@@ -4,15 +4,13 @@ A canary (an N, or in schedule mode a started N and its batch-size schedule) mea
 stable by the margin, yet not proven in its EXTEND x windows, is rolled
 back as inconclusive; the round's budget rarely lets it run again, and the next rounds' planner sees the
 same numbers and the same budget. In a long-running deployment the tuner would leave that gain unproven
-for good: a block drafter measured +8.6% over the default (truly +9.2%) stayed at the default for a whole
-simulated day, because the heavy load carrying half the goodput came in 4 of its 18 windows.
+for good (docs/benchmark.md, "Why the tuner's rules and constants are what they are").
 
 So its paired windows (canary and stable records of the same windows) stay in the status. After the
 cooldown a new round canaries that N again, first, and the judge pools both canaries' windows against the
 same stable N with a stricter promotion boundary (`judge.judge`'s `carried`): the retry's looks are more
 chances for noise to cross it. Once per (stable N, canary): the retry's verdict ends the evidence, whatever
-it is. Promotion (another stable N) and acceptance drift (stale numbers) drop all of it. On the mixed-load
-bench over a day, 22 of 27 such canaries were schedules.
+it is. Promotion (another stable N) and acceptance drift (stale numbers) drop all of it.
 
 A canary the judge proved and the tuner rolled back as a probe (for a neighbour, or a schedule, expected
 better still: machine._probe) leaves its windows the same way, marked proven: when what it pointed to is
@@ -24,11 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .constants import MAX_CARRIED, MAX_CARRIED_PAIRS
 from .observations import WindowRecord, finite, whole_n
 from .schedule import rows_from_json, schedule_text
-
-MAX_CARRIED = 2  # pieces of evidence kept, the best measured: each is one later canary's head start
-MAX_CARRIED_PAIRS = 36  # paired windows kept per piece (EXTEND x the default 6 windows, twice)
 
 
 @dataclass(frozen=True)

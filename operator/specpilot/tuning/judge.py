@@ -18,8 +18,8 @@ round's loads; no promotion before the last look until the windows have covered 
 each level counting from LEVEL_WINDOWS windows (a rollback need not wait). The mix itself is known only
 through the windows that sampled it, and its doubt is part of the estimate's. At the last look what was
 seen is judged: a level with a pair or two is estimated from them with their doubt, and the goodput at
-loads no pair came near counts at the sceptical prior below (rolling back for coverage instead rolled
-back, round after round, canaries 10-30% better at every load whose heaviest level comes 10% of the time).
+loads no pair came near counts at the sceptical prior below, rather than the canary being rolled back for
+coverage (a heavy level that comes rarely would otherwise never let a canary through).
 
 The true log ratio gets a sceptical prior centred on 0 (GAIN_PRIOR_SD: a canary is no better than the
 stable until it shows it); each level's per-window spread is its own, shrunk towards the pooled one, which
@@ -47,54 +47,13 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from .constants import (COVERAGE, ERROR_SLACK, EXTEND, GAIN_PRIOR_SD, JUDGE_NOISE_PRIOR_DOF, JUDGE_NOISE_PRIOR_SD,
+                        SWITCHBACK_NOISE_PRIOR_SD,
+                        LEVEL_PRIOR_DOF, LEVEL_WINDOWS, MIN_ESTIMATE_SD, MIN_RELATIVE_GAIN, MIN_WINDOWS,
+                        OCTAVE_TOLERANCE, PROJECTION_MAX_SLOPE, PROJECTION_SLOPE_Z, SLOPE_MIN_SPREAD, SLOPE_WINDOWS,
+                        SPLIT_NOTE_BELOW, UNSEEN_DOWNSIDE_SD_PER_OCTAVE, UNSEEN_UPSIDE_SD)
 from .kinds import Ruling
 from .observations import TrackWindow, WindowRecord
-
-MIN_WINDOWS = 4
-# A canary measured better than the stable but not yet proven keeps analysing up to this many times the
-# configured windows: it costs nothing in expectation (it measures better) and gains of 3-5% need that many
-# windows to rise above per-window step-time noise (a parallel drafter truly +3.9% over the stable measured
-# +1.7% in its 6 windows, and was rolled back while the bar for extending was the margin).
-EXTEND = 3
-# Share of the round's goodput (by load level) the paired windows must have seen before a verdict.
-COVERAGE = 0.8
-# Windows a load level needs before it counts as covered: two say little about the level's own noise.
-LEVEL_WINDOWS = 3
-# Windows' worth of the pooled spread each level's own spread is shrunk towards.
-LEVEL_PRIOR_DOF = 4.0
-# Sceptical prior on the true log goodput ratio: 0 +- 15% (1 sd).
-GAIN_PRIOR_SD = 0.15
-# What a canary may gain, for all the rollback knows, at loads no pair came near (log scale): at light load
-# speculation can multiply goodput (L tokens per step at nearly the cost of one), so no gain there is ruled
-# out by a loss measured at heavy load.
-UNSEEN_UPSIDE_SD = 1.0
-# What a longer N than the stable's may lose at loads heavier than any pair saw (a shorter N, lighter), per
-# octave beyond them (log scale): on a compute-bound engine the gain of N=1 over none falls from +16% to -23%
-# from 4 to 16 sequences per pod.
-UNSEEN_DOWNSIDE_SD_PER_OCTAVE = 0.15
-# Prior on the per-window spread of the paired log goodput ratio (step-time noise that the two tracks do
-# not share, plus acceptance noise), worth NOISE_PRIOR_DOF windows: a dozen windows may scatter at half the
-# engine's spread. 8 rather than 4: the article profiles' mean regret 0.44% -> 0.41%, the dev tournaments'
-# 0.83% -> 0.78%, the dev split's 0.42% -> 0.43%, canaries within 0.01 (docs/benchmark.md, "The planner's
-# floor").
-NOISE_PRIOR_SD = 0.06
-NOISE_PRIOR_DOF = 8.0
-# The stable's slope of log TPOT against log load needs this many windows, spread over loads by at least
-# this much (root-mean-square of log load around each N's mean: 0.1 is about 10%).
-SLOPE_WINDOWS = 4
-SLOPE_MIN_SPREAD = 0.1
-# Highest load slope the projection of a pair to the stable's alone load trusts (1 would be a step time
-# proportional to the batch, where the linear cost model has no fixed part left).
-PROJECTION_MAX_SLOPE = 0.95
-# Standard errors of the stable's load slope below its estimate that the projection uses (the judge looks
-# after every window: at 2, a flat step time read as a slope of 0.2-0.4 in a few runs).
-PROJECTION_SLOPE_Z = 3.0
-# Below this share of the load a promotion will serve, a verdict says at which share its pairs ran and how
-# far they were carried (one surge canary pod beside three stable ones runs at 75%).
-SPLIT_NOTE_BELOW = 0.95
-# Errors per canary pod always allowed by the health gate: one restart (a pod rescheduled, a node drained)
-# is not the new N's fault; the user's knob is the multiple of stable's rate (spec.tuning.errorGate).
-ERROR_SLACK = 1.0
 
 
 class Drafting(Protocol):
@@ -178,7 +137,7 @@ def promotion_power(gain: np.ndarray, margin: float, confidence: float, noise_sd
     back as inconclusive, not extended), and by the last of EXTEND times as many reach the margin and clear
     the boundary; the product of the two chances is a little low, as the second look includes the first's
     windows."""
-    g = np.log1p(np.maximum(gain, -0.99))
+    g = np.log1p(np.maximum(gain, MIN_RELATIVE_GAIN))
     m = math.log1p(margin)
     z = NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
     se = noise_sd / math.sqrt(max(windows, 1))
@@ -291,8 +250,7 @@ def projection(s: WindowRecord, c: WindowRecord, slope: float) -> float:
     Linear step cost in the tokens a step verifies, t = a + b x B(1 + K): its elasticity in the load B is
     e = q / (1 + q) with q = b B (1 + K) / a. The stable's measured `load_slope` is its own e; the canary
     verifying k = (1 + K_c) / (1 + K_s) times the tokens has q k in place of q. Over the log load gap x the
-    ratio moves by -(e_canary - e_stable) x. A real vLLM on CPU: the stable N=3's slope 0.44 puts N=5's
-    at 0.54; its own 8 windows measured 0.56."""
+    ratio moves by -(e_canary - e_stable) x."""
     x = math.log(s.mix_load / s.load)
     if x <= 0 or slope <= 0:
         return 0.0
@@ -302,7 +260,8 @@ def projection(s: WindowRecord, c: WindowRecord, slope: float) -> float:
 
 
 def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
-                  loads: Sequence[float], objective: str, drafting: Drafting | None = None) -> Estimate:
+                  loads: Sequence[float], objective: str, drafting: Drafting | None = None,
+                  noise_prior_sd: float = JUDGE_NOISE_PRIOR_SD) -> Estimate:
     """Posterior of the log goodput ratio canary / stable over the round's load mix, and the share of the
     mix's goodput the paired windows covered.
 
@@ -318,23 +277,69 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     `drafting`: where a batch-size schedule drafts as the other track does (`Drafting.identical`), the ratio
     is exactly 1 and the level counts as seen; its pairs measure only the noise (around a known mean of 0),
     which they lend to the pooled spread. Without it (method canaries) no level is identical.
+
+    `noise_prior_sd`: the prior on the pairs' per-window spread (a switchback arm's is smaller than a
+    canary's: `noise_prior`).
     """
     levels, counts = load_octaves(loads)
     same = np.array([drafting is not None and drafting.identical(float(level)) for level in levels])
     weights = counts / counts.sum()
-    key = lambda b: int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))  # noqa: E731 - nearest level
+    level_g = _level_goodput(stable, levels, weights, objective)
+    ratios = _level_ratios(pairs, stable, levels, same)
+    split = {"load_share": float(np.mean(ratios.shares)), "carry": float(np.mean(ratios.carries))} \
+        if ratios.shares else {}
+    seen = sorted(ratios.ys)
+    known = float(level_g[same].sum() / level_g.sum()) if level_g.sum() > 0 else 0.0
+    if not seen:
+        # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
+        unseen = 1.0 - known if same.any() else 1.0
+        return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, MIN_ESTIMATE_SD), LEVEL_PRIOR_DOF, known, unseen, **split)
+    cover = _coverage(levels, same, ratios.ys, seen, level_g, known)
+    post_mean, post_sd, dof, total = _posterior(ratios, seen, cover, level_g, weights, counts.sum(), known,
+                                                noise_prior_sd)
+    return Estimate(post_mean, post_sd, dof, cover.covered, cover.unseen,
+                    _downside(pairs, levels, level_g, cover.near, seen, same, drafting) / total, **split)
+
+
+def _nearest_level(levels: np.ndarray, b: float) -> int:
+    """Index of the load level nearest `b` (in log load)."""
+    return int(np.argmin(np.abs(np.log(levels) - np.log(max(b, 1.0)))))
+
+
+def _level_goodput(stable: Sequence[WindowRecord], levels: np.ndarray, weights: np.ndarray,
+                   objective: str) -> np.ndarray:
+    """Each level's weight in the objective: its share of the mix times the stable's goodput there
+    (per-sequence speed; per-pod tokens for throughput)."""
     speed = np.zeros(len(levels))
     count = np.zeros(len(levels))
     for r in stable:
         if r.step_s:
-            i = key(r.load)
+            i = _nearest_level(levels, r.load)
             speed[i] += r.tokens_per_step / r.step_s
             count[i] += 1
     level_g = weights * np.where(count > 0, speed / np.maximum(count, 1), 0.0)
     if objective == "throughput":
         level_g = level_g * levels
+    return level_g
+
+
+@dataclass(frozen=True)
+class LevelRatios:
+    """The pairs' log goodput ratios by load level (where the tracks differ), the identical levels' noise,
+    and each counted pair's load share and projection."""
+
+    ys: dict[int, list[float]]
+    noise: list[float]  # pairs at identical levels: their true log ratio is 0
+    shares: list[float]
+    carries: list[float]
+
+
+def _level_ratios(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Sequence[WindowRecord],
+                  levels: np.ndarray, same: np.ndarray) -> LevelRatios:
+    """Each pair's log goodput ratio at the stable's load, by the level of the load the stable serves alone,
+    carried there by `projection` where that lowers it."""
     ys: dict[int, list[float]] = {}
-    noise: list[float] = []  # pairs at identical levels: their true log ratio is 0
+    noise: list[float] = []
     shares: list[float] = []
     carries: list[float] = []
     slope, slope_se = load_slope_fit(stable)
@@ -344,7 +349,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
     proven = max(0.0, slope - PROJECTION_SLOPE_Z * slope_se)
     for s, c in pairs:
         assert s.step_s and c.step_s  # paired() keeps windows with step times only
-        i = key(s.mix_load)
+        i = _nearest_level(levels, s.mix_load)
         y = math.log(c.tokens_per_step / s.tokens_per_step) - math.log(c.step_s / s.step_s) \
             + slope * math.log(c.load / s.load)
         if same[i]:
@@ -352,30 +357,36 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
             continue
         carry = projection(s, c, proven)
         # The model may only hold a canary back, never carry it to a win: where a shorter N would gain at
-        # the heavier load (what a cost linear in the verified tokens says) the gain is not counted. On an
-        # MoE target the ratio of two N is not monotone in load: no speculation, measured 13.8% below N=7 at
-        # half the load with one stable replica, was carried to +7.1% and promoted, and was 35% worse at
-        # the load it then served.
+        # the heavier load (what a cost linear in the verified tokens says) the gain is not counted (on an
+        # MoE target the ratio of two N is not monotone in load).
         ys.setdefault(i, []).append(y + min(carry, 0.0))
         shares.append(s.load / s.mix_load)
         carries.append(carry)
-    split = {"load_share": float(np.mean(shares)), "carry": float(np.mean(carries))} if shares else {}
-    seen = sorted(ys)
-    known = float(level_g[same].sum() / level_g.sum()) if level_g.sum() > 0 else 0.0
-    if not seen:
-        # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
-        unseen = 1.0 - known if same.any() else 1.0
-        return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, 1e-9), LEVEL_PRIOR_DOF, known, unseen, **split)
-    # Each level of the mix counts at the nearest level the pairs saw, if that is within an octave.
+    return LevelRatios(ys, noise, shares, carries)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which level of the mix counts at which seen level, each seen level's weight, and the shares of the
+    mix's goodput covered (LEVEL_WINDOWS pairs) and unseen (no pair near)."""
+
+    near: dict[int, int]
+    w: np.ndarray
+    covered: float
+    unseen: float
+
+
+def _coverage(levels: np.ndarray, same: np.ndarray, ys: dict[int, list[float]], seen: list[int],
+              level_g: np.ndarray, known: float) -> Coverage:
+    """A level no pair saw borrows the nearest level's pairs, when one is within an octave. A level with pairs
+    of its own is estimated from them, however few (its spread then carries the doubt): a neighbour's pairs
+    would hide that the canary wins at one load and loses at the next. It counts as covered once it, or a
+    neighbour in reach, has LEVEL_WINDOWS pairs."""
     octave = np.log2(levels)
-    # A level no pair saw borrows the nearest level's pairs, when one is in reach. A level with pairs of its
-    # own is estimated from them, however few (its spread then carries the doubt): a neighbour's pairs would
-    # hide that the canary wins at one load and loses at the next (an N that pays at 32 sequences per pod
-    # and costs at 64). It counts as covered once it, or a neighbour in reach, has LEVEL_WINDOWS pairs.
     enough = [j for j in seen if len(ys[j]) >= LEVEL_WINDOWS] or seen
     differ = [i for i in range(len(levels)) if not same[i]]
     nearest = {i: min(enough, key=lambda j: abs(octave[i] - octave[j])) for i in differ}
-    in_reach = {i for i, j in nearest.items() if abs(octave[i] - octave[j]) <= 1.0 + 1e-9}
+    in_reach = {i for i, j in nearest.items() if abs(octave[i] - octave[j]) <= 1.0 + OCTAVE_TOLERANCE}
     near = {i: (i if i in ys else nearest[i]) for i in differ if i in ys or i in in_reach}
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
     enough_near = {i for i in in_reach if len(ys[nearest[i]]) >= LEVEL_WINDOWS}
@@ -387,30 +398,34 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         w = w / level_g.sum()
     else:
         w = np.full(len(seen), (1.0 - known) / len(seen))
+    return Coverage(near, w, covered, unseen)
+
+
+def _posterior(ratios: LevelRatios, seen: list[int], cover: Coverage, level_g: np.ndarray, weights: np.ndarray,
+               windows: float, known: float, noise_prior_sd: float) -> tuple[float, float, float, float]:
+    """(posterior mean, sd, degrees of freedom) of the log goodput ratio over the mix, and the ratio of the
+    mix's goodput before the prior (`total`). Each level's spread is shrunk towards the pooled one; the
+    ratio over the mix is the weighted mean of the levels' ratios, not of their logs (a canary 3.5x faster
+    at a light level carrying 6% of the goodput and even at the heavy one is +15%, where the mean of logs
+    says +8%); loads no pair came near count as no gain, give or take GAIN_PRIOR_SD."""
+    ys, noise, w, unseen = ratios.ys, ratios.noise, cover.w, cover.unseen
     means = np.array([np.mean(ys[i]) for i in seen])
     n_l = np.array([len(ys[i]) for i in seen], dtype=float)
     ss_l = np.array([((np.array(ys[i]) - np.mean(ys[i])) ** 2).sum() for i in seen])
     noise_ss = float(np.square(noise).sum())
-    pooled = (ss_l.sum() + noise_ss + NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2) \
-        / (n_l.sum() - len(seen) + len(noise) + NOISE_PRIOR_DOF)
+    pooled = (ss_l.sum() + noise_ss + JUDGE_NOISE_PRIOR_DOF * noise_prior_sd ** 2) \
+        / (n_l.sum() - len(seen) + len(noise) + JUDGE_NOISE_PRIOR_DOF)
     dof_l = n_l - 1 + LEVEL_PRIOR_DOF
     var_l = (ss_l + LEVEL_PRIOR_DOF * pooled) / dof_l
-    # The goodput ratio over the mix is the weighted mean of the levels' ratios, not of their logs: a
-    # canary 3.5x faster at a light level carrying 6% of the goodput and even at the heavy one is +15%, where
-    # the mean of logs says +8% (a parallel drafter truly +16% against no speculation was measured +5% so,
-    # and rolled back twice). Loads no pair came near count as no gain.
     ratio = w * np.exp(means)
     total = float(ratio.sum()) + unseen + known
     terms = (ratio / total) ** 2 * var_l / n_l  # delta method: d log(total) / d mean_l = ratio_l / total
-    # Loads no pair came near count as the sceptical prior says (no gain, give or take GAIN_PRIOR_SD):
-    # a canary that wins where it was seen cannot be promoted on that alone when it may lose elsewhere.
-    se2 = float(terms.sum()) + (unseen * GAIN_PRIOR_SD) ** 2 + _mix_var(level_g, weights, counts.sum(), near,
+    se2 = float(terms.sum()) + (unseen * GAIN_PRIOR_SD) ** 2 + _mix_var(level_g, weights, windows, cover.near,
                                                                         seen, means, total)
     dof = se2 ** 2 / float((terms ** 2 / dof_l).sum())  # at least the smallest dof_l: LEVEL_PRIOR_DOF
     post_var = 1.0 / (1.0 / se2 + 1.0 / GAIN_PRIOR_SD ** 2)
     post_mean = math.log(total) / se2 * post_var
-    return Estimate(post_mean, math.sqrt(post_var), dof, covered, unseen,
-                    _downside(pairs, levels, level_g, near, seen, same, drafting) / total, **split)
+    return post_mean, math.sqrt(post_var), dof, total
 
 
 def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], levels: np.ndarray, level_g: np.ndarray,
@@ -418,9 +433,7 @@ def _downside(pairs: Sequence[tuple[WindowRecord, WindowRecord]], levels: np.nda
     """How much the goodput at loads no pair came near may lose, beyond the sceptical prior's doubt: a
     longer N than the stable's pays less the busier the pod (its extra tokens cost more of a step), so at
     loads heavier than every seen one it may lose however much it gained where it was seen, the more so
-    the farther they are (a shorter N, at lighter loads). A compute-bound engine's N=1 measured +9% over no
-    speculation at 4 sequences per pod, and was promoted with 20% of the goodput at 16 unseen, where it
-    loses 23%: truly 3.3% worse. Under a batch-size schedule what counts is the K each track drafts at that
+    the farther they are (a shorter N, at lighter loads). Under a batch-size schedule what counts is the K each track drafts at that
     load (`Drafting.direction`): a schedule that drafts no more than the stable at the heavy loads risks
     nothing there by drafting more at light ones."""
     n_direction = int(np.sign(pairs[0][1].n - pairs[0][0].n)) if pairs else 0
@@ -447,8 +460,7 @@ def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dic
     """Variance of log(total) from the load mix being known only through the windows that sampled it.
 
     The weights are a Dirichlet posterior over `windows` (pseudo-)windows. A canary that wins at one load
-    and loses at another gains what the mix says; 8 windows of 20 at the light load where the mix holds it
-    56% of the time had the judge prove +3.8% for an N truly 4.4% worse. Delta method: with p_i the levels'
+    and loses at another gains what the mix says, and a mix sampled by few windows can be far off. Delta method: with p_i the levels'
     goodput shares and r_i their ratios, Var(sum p_i r_i) = sum (p_i^2 / w_i) (r_i - R)^2 / (windows + 1).
     """
     if level_g.sum() <= 0:
@@ -459,9 +471,15 @@ def _mix_var(level_g: np.ndarray, weights: np.ndarray, windows: float, near: dic
     return var / total ** 2
 
 
+def noise_prior(switchback: bool) -> float:
+    """The prior on the paired windows' spread: a canary's pods serve other requests on other GPUs, a
+    switchback arm the same pods' requests, seconds apart."""
+    return SWITCHBACK_NOISE_PRIOR_SD if switchback else JUDGE_NOISE_PRIOR_SD
+
+
 def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads: Sequence[float], objective: str,
           margin: float, confidence: float, max_windows: int, carried: int = 0,
-          drafting: Drafting | None = None) -> Verdict:
+          drafting: Drafting | None = None, noise_prior_sd: float = JUDGE_NOISE_PRIOR_SD) -> Verdict:
     """Verdict on the canary from its paired analysis windows (measured goodput only). `stable` may hold the
     whole round's stable windows (they give each load level's goodput weight); pairs match by window.
     `carried`: how many of the pairs are an earlier canary's of the same N against the same stable (a retry,
@@ -472,11 +490,10 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     m = len(pairs) - carried
     if m < MIN_WINDOWS:
         return Verdict(Ruling.CONTINUE, 0.0, -math.inf, math.inf, m, "too few paired windows", carried)
-    est = measured_gain(pairs, stable, loads, objective, drafting)
+    est = measured_gain(pairs, stable, loads, objective, drafting, noise_prior_sd)
     mu, covered = est.mean, est.covered
     # The lower bound is the promotion's (every look counted), the upper one the rollback's (one look). The
-    # rollback does not count unseen loads as no gain: a block drafter 3% worse than no speculation at 256
-    # sequences per pod and 4x better at 4 (5% of the goodput, not paired in 4 windows) was rolled back.
+    # rollback does not count unseen loads as no gain: a canary may win most where it was not yet paired.
     promote_confidence = 1.0 - (1.0 - confidence) / 2.0 if carried else confidence
     z = promotion_z(promote_confidence, est.dof, carried + m, carried + EXTEND * max_windows)
     lo = mu - z * math.hypot(est.sd, est.downside)
@@ -487,8 +504,7 @@ def judge(stable: Sequence[WindowRecord], canary: Sequence[WindowRecord], loads:
     pooled = f" with {carried} carried windows" if carried else ""
     split = est.split_note()
     # A rollback need not wait for coverage: a level seen in a pair or two counts with that doubt, and one
-    # never seen at its unseen upside (no speculation 45% worse at every level seen waited 13 windows for a
-    # third pair at a level that comes a quarter of the time).
+    # never seen at its unseen upside (a canary far worse at every level seen need not wait for a rare one).
     if hi < target:
         return verdict(Ruling.ROLLBACK, reason=f"cannot beat stable by {margin:.0%} (measured {gain:+.1%}, "
                                                f"upper bound {upper:.1%}{pooled}{split})")

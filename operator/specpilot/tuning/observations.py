@@ -8,8 +8,9 @@ detecting counter resets). From one track's deltas the tuner derives:
   drafted-per-position counter gives; without it, over every draft (exact only when every draft is N
   long: a batch-size schedule drafting K < N at some batch sizes makes late positions read low);
 - step time t = mean TPOT x L (a request's time per output token is the step time over tokens per step);
-- load B per pod = generation rate x mean TPOT / ready pods (Little's law: each running sequence emits
-  1 / TPOT tokens per second), falling back to the `running` gauge when no request finished.
+- load B per engine = generation rate x mean TPOT / (ready pods x engines per pod) (Little's law: each
+  running sequence emits 1 / TPOT tokens per second; a pod runs one engine per data-parallel rank), falling
+  back to the `running` gauge when no request finished.
 """
 
 from __future__ import annotations
@@ -22,25 +23,10 @@ from typing import Any, TypeGuard
 
 from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
+from .constants import COUNTER_SLACK, ECHO_CHARS, MAX_LOAD, MAX_MAGNITUDE, MAX_N, MAX_STEP_S, MAX_TOKEN_RATE, MIN_STEP_S
+
 # Condition/Event reason for `acceptance_note`'s message.
 DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
-# Largest N a window can have run (a block drafter's block of 64, spec.speculative.blockSize's limit). What
-# is read back from a status beyond it is not the tuner's: the step-time model sizes its matrices by N.
-MAX_N = 64
-# Bounds on what a window's numbers can be. A status is anyone's to write and a pod's counters anyone's to
-# forge, and a count of 1e300 is finite but squares to overflow (the acceptance estimate's variance): what
-# is read back beyond these is refused, what a window measures beyond them is held to them.
-# Counts of one window (an engine counts at most ~1e5 tokens a second per pod) and seconds since the epoch.
-MAX_MAGNITUDE = 1e15
-# Running sequences per pod (vLLM's max_num_seqs is in the hundreds to thousands).
-MAX_LOAD = 1e6
-# Seconds one verify step takes: a microsecond to an hour.
-MIN_STEP_S, MAX_STEP_S = 1e-6, 3600.0
-# Tokens (or drafts) a second one pod can emit: a thousand times what an H200 serves (a simulated engine's
-# clock may run faster than wall time).
-MAX_TOKEN_RATE = 1e8
-# Rounding slack when one counter bounds another (they are summed over pods as floats).
-_SLACK = 1e-6
 
 
 def whole_n(value: Any, what: str) -> int:
@@ -80,6 +66,9 @@ class TrackWindow:
     desired_pods: int
     errors: float = 0.0  # failed requests and container restarts during the window
     method: str | None = None  # the speculative method the pods run (None: not reported)
+    # vLLM engines per pod (its data-parallel size): each runs its own batch, so the load a step time
+    # belongs to is the pod's sequences over its engines.
+    engines: int = 1
 
 
 @dataclass(frozen=True)
@@ -93,6 +82,9 @@ class Observations:
     stable: TrackWindow | None
     canary: TrackWindow | None = None
     stable_replicas: int | None = None
+    # The canary is a switchback arm in the stable's own pods (tuning/switchback.py): the two share time, not
+    # traffic, so each ran the load the stable's pods carry alone.
+    switchback: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,7 @@ class WindowRecord:
     accepted_per_pos: tuple[float, ...]
     tokens_per_step: float
     step_s: float | None  # None when no request finished in the window
-    load: float  # concurrent sequences per pod
+    load: float  # concurrent sequences per engine (per pod without data parallelism)
     # Drafts that reached each position (specpilot's plugin counter); None when the pods do not export it.
     drafted_per_pos: tuple[float, ...] | None = None
     # The track served a batch-size schedule under N. Statuses written before this field was kept say so only
@@ -156,7 +148,7 @@ class WindowRecord:
         if any(not isinstance(c, list) or len(c) > MAX_N for c in counts):
             raise ValueError(f"record acc/dr is not a list of at most {MAX_N} counts")
         if d["track"] not in ("stable", "canary"):
-            raise ValueError(f"record track {str(d['track'])[:32]!r} is neither 'stable' nor 'canary'")
+            raise ValueError(f"record track {str(d['track'])[:ECHO_CHARS]!r} is neither 'stable' nor 'canary'")
         # What `record` writes: counts never negative (`delta` restarts them instead) and none above the drafts,
         # the load at least one sequence per pod (the judge takes its log), step times within their bounds.
         drafts = finite(d["drafts"], "record drafts", 0.0)
@@ -192,9 +184,9 @@ def implausible(w: TrackWindow, window_s: float) -> str | None:
     rate = max(d.generation_tokens, d.drafts) / window_s / pods
     if rate > MAX_TOKEN_RATE:
         return f"{rate:.3g} tokens or drafts a second per pod, more than any engine emits ({MAX_TOKEN_RATE:g})"
-    if w.n > 0 and d.accepted_tokens > w.n * d.drafts * (1 + _SLACK):
+    if w.n > 0 and d.accepted_tokens > w.n * d.drafts * (1 + COUNTER_SLACK):
         return f"{d.accepted_tokens:.6g} accepted tokens from {d.drafts:.6g} drafts of at most {w.n}"
-    if w.n > 0 and any(a > d.drafts * (1 + _SLACK) for a in d.accepted_per_pos[:w.n]):
+    if w.n > 0 and any(a > d.drafts * (1 + COUNTER_SLACK) for a in d.accepted_per_pos[:w.n]):
         return f"a position accepted more tokens than the {d.drafts:.6g} drafts"
     if d.tpot_count > 0:
         tpot = d.tpot_sum / d.tpot_count
@@ -226,7 +218,7 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     tokens = 1.0 + min(max(d.accepted_tokens, 0.0) / drafts, w.n) if drafts > 0 else 1.0
     tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
     step = tpot * tokens if tpot is not None and tpot > 0 and math.isfinite(tpot * tokens) else None
-    pods = max(w.ready_pods, 1)
+    pods = max(w.ready_pods, 1) * max(w.engines, 1)  # load per engine
     if step is not None and tpot is not None and window_s > 0:
         load = d.generation_tokens / window_s * tpot / pods
     else:

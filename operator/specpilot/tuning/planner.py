@@ -13,31 +13,17 @@ is always a candidate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
+from .constants import (ANALYSIS_WINDOWS, MIN_NET_VALUE, PLAN_INTERVAL, PLAN_SAMPLES, RESTART_WINDOWS,
+                        TIE_PROBABILITY, VALUE_HORIZON_WINDOWS)
 from .goodput import goodput_samples
 from .observations import WindowRecord
 from .step_model import StepModel
 from .transfer import Draws, revealed_by, sample_lengths
-
-SAMPLES = 256
-# Windows a canary spends restarting (serving nothing) and, typically, being analysed.
-RESTART_WINDOWS = 1.0
-ANALYSIS_WINDOWS = 3.0
-# Windows over which a better N pays back; one round of tuning is judged against this horizon.
-VALUE_HORIZON_WINDOWS = 96.0
-# Below this probability of beating the stable by the margin, an N expected within the margin is a near tie.
-TIE_PROBABILITY = 0.1
-# Least value net of cost (relative, over the horizon) a canary must promise. Below it the value is within
-# the model's own approximations, and the cost leaves out what a rollout risks besides traffic (cold caches,
-# a failed start paging someone). Set on the benchmark's article and dev splits, raised in steps from 0.25%
-# while canaries fell at about the same regret (docs/benchmark.md, "The planner's floor"); 1.0% rather than
-# 0.8%: 0.10 fewer canaries per article run at the same regret, 0.08 fewer per dev tournament (4.01 -> 3.93)
-# for +0.05% regret, 0.03 fewer per dev run for +0.02%.
-MIN_NET_VALUE = 0.010
 
 
 @dataclass(frozen=True)
@@ -51,6 +37,8 @@ class Plan:
     best_n: int  # highest expected goodput
     next_canary: int | None
     near_tie: int | None = None  # an N expected better than stable, but by less than the margin
+    # The PLAN_INTERVAL credible interval of G(N) / G(stable) - 1 per candidate: the gain's doubt.
+    bounds: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def tie_reason(self) -> str:
@@ -64,22 +52,36 @@ class Plan:
         r = lambda d: {str(k): round(v * 100, 3) for k, v in d.items()}  # noqa: E731 - percent, short
         return {"stable_n": self.stable_n, "gain_pct": r(self.gain), "value_pct": r(self.value),
                 "cost_pct": r(self.cost), "best_n": self.best_n, "next_canary": self.next_canary,
-                "near_tie": self.near_tie}
+                "near_tie": self.near_tie, "lower_pct": r({n: lo for n, (lo, _) in self.bounds.items()}),
+                "upper_pct": r({n: hi for n, (_, hi) in self.bounds.items()})}
 
 
 def posterior_goodput(method: str, records: Sequence[WindowRecord], model: StepModel,
                       candidates: Sequence[int], loads: Sequence[float], objective: str,
-                      samples: int = SAMPLES) -> np.ndarray:
+                      samples: int = PLAN_SAMPLES) -> np.ndarray:
     """(M, J) goodput samples for every candidate under the current knowledge."""
     lengths = sample_lengths(method, records, candidates, Draws.make(samples))
     return goodput_samples(model, candidates, lengths, loads, objective)
 
 
+def bracketed(stable_n: int, worse: Sequence[int], candidates: Sequence[int]) -> list[int]:
+    """Candidates no better than an N measured worse than the stable: goodput rises to one best N and falls
+    after it (unimodal in N), so an N beyond a worse one, on the side away from the stable, is worse still.
+    What a miss teaches: after N=4 measured below a stable 7, neither 3 nor 2 is worth a canary."""
+    out: set[int] = set()
+    for m in worse:
+        out |= {c for c in candidates if (c <= m < stable_n) or (stable_n < m <= c)}
+    return sorted(out)
+
+
 def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candidates: Sequence[int],
          stable_n: int, loads: Sequence[float], objective: str, margin: float, canary_share: float,
-         exclude: Sequence[int] = (), power: Callable[[np.ndarray], np.ndarray] | None = None) -> Plan:
+         exclude: Sequence[int] = (), power: Callable[[np.ndarray], np.ndarray] | None = None,
+         restart_windows: float = RESTART_WINDOWS) -> Plan:
     """Score every candidate and pick the next canary (None: nothing is worth a canary). `power` maps true
-    relative gains to the chance the judge promotes them (None: every gain above the margin is)."""
+    relative gains to the chance the judge promotes them (None: every gain above the margin is).
+    `canary_share` and `restart_windows`: what a trial takes (switchback.trial_costs: a live arm restarts
+    nothing)."""
     # N = 0 is always scored (not canaried unless a candidate): its estimate feeds the "slower than no
     # speculation" alert even when the user's candidates leave it out.
     cands = sorted(set(candidates) | {stable_n, 0})
@@ -89,13 +91,16 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
     scale = float(base.mean())
     mean = g.mean(axis=0)
     gain = {n: float(mean[j] / scale - 1.0) for j, n in enumerate(cands)}
+    # Paired per sample, so what the samples share (the load, the stable's own doubt) does not widen it.
+    lo, hi = np.quantile(g / base[:, None] - 1.0, [(1 - PLAN_INTERVAL) / 2, (1 + PLAN_INTERVAL) / 2], axis=0)
+    bounds = {n: (float(lo[j]), float(hi[j])) for j, n in enumerate(cands)}
     # Only a gain the judge can prove is worth anything: above the margin, and weighed by the chance that
     # the canary's windows prove it (`power`; a gain just above the margin rarely is).
     above = g > base[:, None] * (1.0 + margin)
     chance = np.where(above, power(g / base[:, None] - 1.0) if power else 1.0, 0.0)
     p_promotable = chance.mean(axis=0)
     promotable = (g - base[:, None]) * chance
-    restart_cost = canary_share * RESTART_WINDOWS / VALUE_HORIZON_WINDOWS
+    restart_cost = canary_share * restart_windows / VALUE_HORIZON_WINDOWS
     value: dict[int, float] = {}
     cost: dict[int, float] = {}
     for j, c in enumerate(cands):
@@ -111,10 +116,10 @@ def plan(method: str, records: Sequence[WindowRecord], model: StepModel, candida
         best = (promotable[:, idx] - extra[None, :]).max(axis=1) if idx else np.zeros_like(base)
         value[c] = float(np.maximum(best, 0.0).mean() / scale)
         loss = float(np.maximum(base - g[:, j], 0.0).mean() / scale)
-        cost[c] = canary_share * (RESTART_WINDOWS + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
+        cost[c] = canary_share * (restart_windows + ANALYSIS_WINDOWS * loss) / VALUE_HORIZON_WINDOWS
     net = {c: value[c] - cost[c] for c in value}
     pick = max(net, key=lambda c: (net[c], -abs(c - stable_n)), default=None)
     best_n = max((n for n in cands if n in candidates or n == stable_n), key=lambda n: mean[cands.index(n)])
     chosen = pick if pick is not None and net[pick] >= MIN_NET_VALUE else None
     tie = best_n if chosen is None and best_n != stable_n and 0 < gain[best_n] < margin else None
-    return Plan(stable_n, gain, value, cost, best_n, chosen, tie)
+    return Plan(stable_n, gain, value, cost, best_n, chosen, tie, bounds)

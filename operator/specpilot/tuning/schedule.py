@@ -17,16 +17,11 @@ import numpy as np
 
 from specpilot_runtime.speculative import schedule_k
 
+from .constants import MAX_BATCH_SIZE, SCHEDULE_SAMPLES, STARTED_TIE
 from .goodput import per_load_inverse_cost
 from .observations import WindowRecord
 from .step_model import StepModel
 from .transfer import Draws, prefix_transfers, sample_truncated_lengths
-
-# Upper end of the last batch-size range: above any max_num_seqs a deployment would run.
-MAX_BATCH_SIZE = 4096
-SAMPLES = 256
-# Relative goodput by which a larger started N must beat a smaller one (see `propose`).
-STARTED_TIE = 0.002
 
 
 @dataclass(frozen=True)
@@ -61,8 +56,8 @@ def propose(method: str, records: Sequence[WindowRecord], model: StepModel, cand
     per level (every candidate N, each with its best falling K per level), not as the largest of K's
     each judged on its own curve."""
     cands = sorted(set(candidates))
-    d = Draws.make(SAMPLES)
-    levels, weights, inv = per_load_inverse_cost(model, cands, loads, SAMPLES)
+    d = Draws.make(SCHEDULE_SAMPLES)
+    levels, weights, inv = per_load_inverse_cost(model, cands, loads, SCHEDULE_SAMPLES)
     if objective != "throughput":
         inv = inv / levels[None, :, None]  # per-request speed: every load counts alike
 

@@ -13,21 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from . import drift
-from .evidence import MAX_CARRIED, Evidence
+from .constants import ANALYSIS_KEPT as ANALYSIS_KEPT  # noqa: F401 - tests and the controller import it here
+from .constants import LOADS_KEPT, MAX_CARRIED, MAX_HISTORY, MAX_N, MAX_NOTE, MAX_PAIRS, MAX_RECORDS
+from .evidence import Evidence
 from .kinds import Phase
 from .observations import MAX_LOAD, WindowRecord, finite, whole, whole_n
 from .schedule import rows_from_json
 from .step_model import Pair
 
 STATE_VERSION = 2
-MAX_RECORDS = 120  # window records (both tracks) kept for survival curves and the load mix
-# Recent stable windows whose loads make the mix the planner weighs: the present, not all history.
-LOADS_KEPT = 48
-# A running canary's analysed windows status holds: its records and the stable's of the same windows.
-ANALYSIS_KEPT = MAX_RECORDS // 2
-MAX_PAIRS = 128  # paired step-time windows kept for the step-time model
-MAX_HISTORY = 50  # decisions kept in status.tuning.history
-MAX_NOTE = 1024  # characters of a note the tuner writes itself (nearTie)
 
 
 @dataclass
@@ -42,9 +36,13 @@ class TunerState:
     windows_in_round: int = 0
     tried: list[int] = field(default_factory=list)  # canaries against the current stable N, in order
     probed: list[int] = field(default_factory=list)  # canaries rolled back as probes against the current stable N
+    # N measured worse than the current stable N this round (the one it replaced; canaries rolled back measuring
+    # below it): the planner skips every N beyond them (planner.bracketed).
+    worse: list[int] = field(default_factory=list)
     seq: int = 0  # windows seen, ever
     phase_since: float = 0.0  # time the phase was entered
     analysis_from_seq: int | None = None  # first window of the running canary's analysis
+    warmup_until: int | None = None  # the latest window that analysis may start at, warm-up dropped (warmup.py)
     records: list[WindowRecord] = field(default_factory=list)  # current acceptance regime only
     pairs: list[Pair] = field(default_factory=list)
     reference: dict[str, float] | None = None  # stable's numbers at convergence, for drift
@@ -89,8 +87,10 @@ class TunerState:
             windows_in_round=whole(s["windowsInRound"], "windowsInRound"),
             tried=[whole_n(n, "tried N") for n in s.get("tried", [])],
             probed=[whole_n(n, "probed N") for n in s.get("probed", [])],
+            worse=[whole_n(n, "worse N") for n in s.get("worse", [])[:MAX_N + 1]],
             seq=whole(s["seq"], "seq"),
             phase_since=finite(s["phaseSince"], "phaseSince"), analysis_from_seq=s.get("analysisFromSeq"),
+            warmup_until=None if s.get("warmupUntil") is None else whole(s["warmupUntil"], "warmupUntil"),
             # A status written by someone else may hold more than the tuner ever keeps: what it keeps is read.
             records=[WindowRecord.from_json(r) for r in s.get("records", [])[-MAX_RECORDS:]],
             pairs=[Pair.from_json(p) for p in s.get("pairs", [])[-MAX_PAIRS:]],
@@ -111,8 +111,10 @@ class TunerState:
             "blockSize": self.block_size, "phase": self.phase, "canaryN": self.canary_n,
             "round": self.round, "canariesInRound": self.canaries_in_round,
             "windowsInRound": self.windows_in_round, "tried": list(self.tried), "probed": list(self.probed),
+            "worse": list(self.worse),
             "seq": self.seq,
             "phaseSince": self.phase_since, "analysisFromSeq": self.analysis_from_seq,
+            "warmupUntil": self.warmup_until,
             "records": [r.to_json() for r in self.records], "pairs": [p.to_json() for p in self.pairs],
             "reference": self.reference, "convergedAt": self.converged_at,
             "convergedSeq": self.converged_seq, "convergedLoads": self.converged_loads,
@@ -160,9 +162,9 @@ def bounded(records: list[WindowRecord], running_from: int | None = None) -> lis
     mix and are never dropped. Drift resets the records.
 
     Nor is the running canary's analysis (both tracks' records from window `running_from`): it is the judge's
-    evidence. Dropped with the rest, a day-old deployment's canary kept only its latest 16 windows, so its
-    verdict never came and the round's budget stopped it "promising" after 49. Only an analysis longer than
-    ANALYSIS_KEPT windows loses its oldest records (the judge then ends it: `judge.out_of_room`)."""
+    evidence: dropped with the rest in a long-running deployment, it would never reach a verdict. Only an
+    analysis longer than ANALYSIS_KEPT windows loses its oldest records (the judge then ends it:
+    `judge.out_of_room`)."""
     records = list(records)
     while len(records) > MAX_RECORDS:
         stable = [i for i, r in enumerate(records) if r.track == "stable"]

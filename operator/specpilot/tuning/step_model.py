@@ -24,7 +24,7 @@ the pairs on each call: exact, cheap and deterministic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import numpy as np
@@ -32,32 +32,13 @@ import numpy as np
 from specpilot_runtime.speculative import Family
 
 from . import costs
+from .constants import (CHOLESKY_JITTER, CORRECTION_LOAD_OCTAVES, CORRECTION_SD, ECHO_CHARS, JUMP_SD, KAPPA_GRID,
+                        KAPPA_PRIOR_SD, LEVEL_KNOTS_PER_OCTAVE, LEVEL_SPAN, MAX_LOG_RATIO, MIN_NOISE_SD, MS_PER_S, SLOPE_SD,
+                        STEP_NOISE_PRIOR_DOF, STEP_NOISE_PRIOR_SD)
 from .cost_shapes import SHAPES
 from .observations import MAX_LOAD, WindowRecord, finite, whole_n
 
 SHAPE_NAMES: tuple[str, ...] = (*SHAPES, *costs.ROOFLINE_FLOORS)
-KAPPA_GRID = np.exp(np.linspace(math.log(0.25), math.log(4.0), 41))
-# Prior spread of log kappa: the shapes span the machines; kappa covers what lies between them (a bigger
-# or smaller drafter, kernels, a GPU that saturates earlier).
-KAPPA_PRIOR_SD = 0.5
-# Weak prior on the per-window noise of a paired log step-time ratio.
-NOISE_PRIOR_SD = 0.1
-NOISE_PRIOR_DOF = 2.0
-# Random-walk step (log cost per N) of the correction g0, and of its load interaction g1.
-CORRECTION_SD = 0.03
-# Prior sd of the correction's slope (log cost per N): a shape steeper or flatter than every measured one,
-# learnt from canaries above the stable and carried to the N below it.
-SLOPE_SD = 0.1
-# Most the learned level t(0, B) may depart from the prior's shape across loads (log: a factor of 1000).
-LEVEL_SPAN = math.log(1000.0)
-# Floor on the noise variance the correction is fitted with (a perfect fit must not pin g exactly).
-MIN_NOISE_SD = 0.02
-# Prior sd of a block drafter's jump (log cost of drafting at all, for every N >= 1): its one pass over the
-# block costs the same at N = 1 as at N = 7, a share of the step no measured shape fixes.
-JUMP_SD = 0.1
-# Largest |log t_canary / t_stable| a pair read back from a status may hold: windows hold step times to
-# 1 us .. 1 h (observations.MIN_STEP_S, MAX_STEP_S), a log ratio of 22, and exp() of it must stay finite.
-MAX_LOG_RATIO = 50.0
 
 
 @dataclass(frozen=True)
@@ -76,8 +57,8 @@ class Pair:
     def from_json(cls, v: Sequence[float]) -> "Pair":
         """A pair read back from a status: ValueError for what the tuner never writes (an N of 10^5 would
         have the correction's matrices take 75 GiB)."""
-        if not isinstance(v, list) or len(v) != 4:
-            raise ValueError(f"pair {str(v)[:32]} is not [N canary, N stable, load, log ratio]")
+        if not isinstance(v, list) or len(v) != len(fields(cls)):
+            raise ValueError(f"pair {str(v)[:ECHO_CHARS]} is not [N canary, N stable, load, log ratio]")
         return cls(whole_n(v[0], "pair N"), whole_n(v[1], "pair N"), finite(v[2], "pair load", 1.0, MAX_LOAD),
                    finite(v[3], "pair log ratio", -MAX_LOG_RATIO, MAX_LOG_RATIO))
 
@@ -93,11 +74,11 @@ class Timing:
 
 def timings(records: Sequence[WindowRecord]) -> list[Timing]:
     """The step times the records measured (windows where a request finished)."""
-    return [Timing(r.n, r.load, r.step_s * 1000.0) for r in records if r.step_s is not None and r.step_s > 0]
+    return [Timing(r.n, r.load, r.step_s * MS_PER_S) for r in records if r.step_s is not None and r.step_s > 0]
 
 
 def _u(loads: np.ndarray) -> np.ndarray:
-    return np.log2(np.maximum(loads, 1.0)) / 8.0
+    return np.log2(np.maximum(loads, 1.0)) / CORRECTION_LOAD_OCTAVES
 
 
 class StepModel:
@@ -128,14 +109,14 @@ class StepModel:
         logp = np.tile(-0.5 * (logk / KAPPA_PRIOR_SD) ** 2, (len(SHAPE_NAMES), 1))
         if not self.pairs:
             w = np.exp(logp - logp.max())
-            return w / w.sum(), NOISE_PRIOR_SD ** 2
+            return w / w.sum(), STEP_NOISE_PRIOR_SD ** 2
         nc, ns, loads, d = self._arrays()
         n = len(d)
         rss = np.array([((d[None, :] - self._pred(s, nc, ns, loads)) ** 2).sum(axis=1) for s in SHAPE_NAMES])
-        logp = logp - 0.5 * (n + NOISE_PRIOR_DOF) * np.log(NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2 + rss)
+        logp = logp - 0.5 * (n + STEP_NOISE_PRIOR_DOF) * np.log(STEP_NOISE_PRIOR_DOF * STEP_NOISE_PRIOR_SD ** 2 + rss)
         w = np.exp(logp - logp.max())
         w /= w.sum()
-        noise = float((w * (NOISE_PRIOR_DOF * NOISE_PRIOR_SD ** 2 + rss)).sum()) / (n + NOISE_PRIOR_DOF)
+        noise = float((w * (STEP_NOISE_PRIOR_DOF * STEP_NOISE_PRIOR_SD ** 2 + rss)).sum()) / (n + STEP_NOISE_PRIOR_DOF)
         return w, noise
 
     def _mean_pred(self, nc: np.ndarray, ns: np.ndarray, loads: np.ndarray) -> np.ndarray:
@@ -182,7 +163,7 @@ class StepModel:
         """(M, L, n_top + 1) samples of the correction g0(n) + u(B) g1(n) for n = 0..n_top."""
         k = n_top
         mean, cov = self._correction(k)
-        chol = np.linalg.cholesky(cov + 1e-12 * np.eye(len(mean)))
+        chol = np.linalg.cholesky(cov + CHOLESKY_JITTER * np.eye(len(mean)))
         z = mean[None, :] + rng.standard_normal((m, len(mean))) @ chol.T
         n = np.arange(1, k + 1)
         out = np.zeros((m, 2, k + 1))
@@ -242,7 +223,7 @@ class StepModel:
         loads = np.array([t.load for t in rows])
         prior = np.log([costs.step_ms(self.family, 0, b) for b in loads])
         offset = np.log([t.step_ms for t in rows]) - self._mean_f(ns, loads) - prior
-        octave = np.round(np.log2(loads) * 4) / 4
+        octave = np.round(np.log2(loads) * LEVEL_KNOTS_PER_OCTAVE) / LEVEL_KNOTS_PER_OCTAVE
         knots = np.unique(octave)
         level = np.array([offset[octave == o].mean() for o in knots])
         # Only the level's shape across loads matters (its scale cancels in every ratio); a forged step time

@@ -16,12 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from .constants import MIN_SE, SINGLE_WINDOW_DESIGN_EFFECT
 from .observations import WindowRecord
-
-# With a single window there is no between-window spread to measure. Treat the window's drafts as if
-# each request contributed this many correlated drafts (a design effect) so the error stays honest.
-SINGLE_WINDOW_DESIGN_EFFECT = 100.0
-MIN_SE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -43,7 +39,7 @@ class Survival:
             raise ValueError(f"N={n} is beyond the observed depth {self.depth}")
         return 1.0 + sum(self.s[:n])
 
-    def optimistic_length(self, n: int, z: float = 1.645) -> float:
+    def optimistic_length(self, n: int, z: float) -> float:
         """Upper bound on E[L_n] for any n: beyond the depth every extra position adds at most S_K.
 
         S_{K+j} <= S_K because survival cannot rise, so E[L_n] <= E[L_K] + (n - K) * upper(S_K).

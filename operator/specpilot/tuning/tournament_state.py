@@ -16,12 +16,11 @@ from typing import Any, Sequence
 from specpilot.api.models import SpeculativeDeploymentSpec, Tuning
 from specpilot_runtime.speculative import OFF
 
+from .constants import MAX_COUNTER, MAX_FAILURE, METHOD_CANARY_MAX_RECORDS, OPTION_LEN
 from .observations import MAX_MAGNITUDE, MAX_N, WindowRecord
 from .step_model import Pair
 
 STATUS_VERSION = 1
-MAX_RECORDS = 48  # the running method canary's windows
-MAX_FAILURE = 256  # characters of a failed canary's reason kept in the status
 MAX_OPTIONS = MAX_N + 1  # a loser's other N kept in the status (one per N it may run)
 
 
@@ -71,9 +70,8 @@ class Entry:
     failure: str | None = None  # why its canary measured nothing (never Ready, unhealthy): not tried again
     # Every other N it could run: (N, expected goodput, sd), what a second canary is chosen from.
     options: list[tuple[int, float, float]] = field(default_factory=list)
-    # Its windows and its step times against N = 0, for its N tuner should it be promoted later: without
-    # them a contender promoted at N=1 after losing at 4 was canaried at 7 again, the N it had measured
-    # worse.
+    # Its windows and its step times against N = 0, for its N tuner should it be promoted later, so that
+    # tuner does not canary again an N this contender already measured worse.
     records: list[WindowRecord] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)
 
@@ -101,15 +99,15 @@ class Entry:
         return cls(whole("measuredN"), num("gain"), num("lower"), num("upper"), num("acceptedLength"),
                    whole("bestN"), num("expected"), num("sd"), bool(d.get("retried")),
                    failure[:MAX_FAILURE] if isinstance(failure, str) else None, _options(d.get("options")),
-                   [WindowRecord.from_json(r) for r in d.get("records", [])[-MAX_RECORDS:]],
-                   [Pair.from_json(p) for p in d.get("pairs", [])[-MAX_RECORDS:]])
+                   [WindowRecord.from_json(r) for r in d.get("records", [])[-METHOD_CANARY_MAX_RECORDS:]],
+                   [Pair.from_json(p) for p in d.get("pairs", [])[-METHOD_CANARY_MAX_RECORDS:]])
 
 
 def _options(value: Any) -> list[tuple[int, float, float]]:
     """A loser's options as the status holds them; anything else (hand-written, corrupted) is dropped."""
     out = []
     for o in value[:MAX_OPTIONS] if isinstance(value, list) else []:
-        if isinstance(o, list) and len(o) == 3 and _index(o[0], MAX_OPTIONS) \
+        if isinstance(o, list) and len(o) == OPTION_LEN and _index(o[0], MAX_OPTIONS) \
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in o[1:]) \
                 and 0 < o[1] <= MAX_MAGNITUDE and 0 <= o[2] <= MAX_MAGNITUDE:
             out.append((int(o[0]), float(o[1]), float(o[2])))
@@ -155,14 +153,14 @@ class Tournament:
             # An infinite stageSince would hold a method canary past its progressDeadline for ever.
             stage, canaries = Stage(s.get("stage", Stage.IDLE)), s.get("canaries", 0)
             if not (1.0 / MAX_MAGNITUDE <= scale <= MAX_MAGNITUDE and math.isfinite(stage_since)) \
-                    or not (since is None or _index(since, 2 ** 62)) or not _index(canaries, 2 ** 62) \
+                    or not (since is None or _index(since, MAX_COUNTER)) or not _index(canaries, MAX_COUNTER) \
                     or (stage in (Stage.STARTING, Stage.ANALYSING) and canary is None):
                 return cls.new(contenders, now)
             return cls(key=s["key"], entries=entries, stable=stable, stage=stage,
                        canary=canary, canary_n=canary_n if canary is not None else None,
                        stage_since=stage_since, analysis_from_seq=since,
                        scale=scale, canaries=canaries,
-                       records=[WindowRecord.from_json(r) for r in s.get("records", [])][-MAX_RECORDS:],
+                       records=[WindowRecord.from_json(r) for r in s.get("records", [])][-METHOD_CANARY_MAX_RECORDS:],
                        probed_off=bool(s.get("probedOff")))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
             return cls.new(contenders, now)

@@ -16,7 +16,7 @@ deterministic given the state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from statistics import NormalDist
 from typing import Sequence
 
@@ -24,22 +24,10 @@ import numpy as np
 
 from specpilot_runtime.speculative import METHODS
 
+from .constants import (BORROW_SD, BOUND_Z, EXTRAPOLATION_SD, LOCAL_RATE_FACTOR, MIN_TREND_POSITIONS, NO_DATA_COND,
+                        NO_DATA_COND_CLIP, NO_DATA_S1, NO_DATA_S1_CLIP)
 from .observations import WindowRecord
 from .survival import Survival, estimate
-
-# Spread of the extrapolated conditional acceptance beyond the deepest observed position.
-EXTRAPOLATION_SD = 0.08
-# Relative spread when borrowing a parallel drafter's curve from another N, per sqrt(relative distance).
-BORROW_SD = 0.05
-# How much faster than measured above it a parallel drafter's curve may move with N below a measured N.
-LOCAL_RATE_FACTOR = 2.0
-# Shared positions needed before a parallel drafter's per-position ratio between two N gets a trend in depth.
-MIN_TREND_POSITIONS = 3
-# Standard errors above S_K at which the optimistic bound caps beliefs beyond the observed depth.
-BOUND_Z = 3.0
-# Belief when nothing has been observed at all: S_1 and conditional acceptance, mean and spread.
-NO_DATA_S1 = (0.6, 0.2)
-NO_DATA_COND = (0.8, 0.1)
 
 
 @dataclass(frozen=True)
@@ -55,7 +43,7 @@ class Draws:
     @classmethod
     def make(cls, m: int, seed: int = 0) -> "Draws":
         rng = np.random.default_rng(seed)
-        return cls(*(rng.standard_normal(m) for _ in range(5)))
+        return cls(*(rng.standard_normal(m) for _ in fields(cls)))
 
 
 def prefix_transfers(method: str) -> bool:
@@ -85,9 +73,9 @@ def _curve_samples(surv: Survival, depth: int, d: Draws) -> np.ndarray:
     out = np.zeros((m, depth))
     k_obs = min(surv.depth, depth)
     if surv.depth == 0:
-        s_prev = np.clip(NO_DATA_S1[0] + NO_DATA_S1[1] * d.s1, 0.02, 0.98)
+        s_prev = np.clip(NO_DATA_S1[0] + NO_DATA_S1[1] * d.s1, *NO_DATA_S1_CLIP)
         out[:, 0] = s_prev
-        cond = np.clip(NO_DATA_COND[0] + NO_DATA_COND[1] * d.cond, 0.05, 0.99)
+        cond = np.clip(NO_DATA_COND[0] + NO_DATA_COND[1] * d.cond, *NO_DATA_COND_CLIP)
         for k in range(1, depth):
             s_prev = s_prev * cond
             out[:, k] = s_prev
@@ -138,7 +126,7 @@ def sample_truncated_lengths(method: str, records: Sequence[WindowRecord], n: in
     """(M, len(ks)) samples of E[L] of a track started at N that drafts K <= N tokens (a batch-size
     schedule): vLLM drafts N and keeps the first K, so the first K positions of N's curve. For a chain
     drafter that is K's own curve; a parallel drafter's curve at N may lie below K's own (a block of N
-    diluted: DFlash at 14 truncated to 7 accepts 9% less than DFlash at 7)."""
+    diluted), so it is N's own curve, cut at K."""
     if prefix_transfers(method):
         return sample_lengths(method, records, ks, d)
     m = d.level.shape[0]
@@ -166,8 +154,8 @@ def _block_curve(records: Sequence[WindowRecord], n: int, d: Draws) -> np.ndarra
     if larger and smaller:
         # Between two measured N that disagree, the curve is the smaller's (a drop at the block's end,
         # above N) or the larger's (the block diluted below N), at first as likely either, then as the N
-        # measured between two others showed (`smaller_odds`). A smooth move halfway was tried too: it
-        # left the neighbour below a full block looking like a tie, not worth a canary.
+        # measured between two others showed (`smaller_odds`): one or the other, not a blend halfway,
+        # which would make the neighbour below a full block look like a tie.
         # The smaller's curve is the larger's moved by the trend of their per-position ratio, which a
         # drop in every conditional acceptance makes grow with depth. N measured above the one borrowed
         # from show how fast the curve moves with N there: then it moves no faster than
@@ -255,17 +243,15 @@ def measured_shift(records: Sequence[WindowRecord], a_n: int, b_n: int) -> float
     if k == 0 or sum_a <= 0 or sum_b <= 0:
         return 0.0
     # Sampling noise is not discounted: when the two N were measured in a few windows, the curve between
-    # them is that much less certain too (discounting it let a canary promoted in four windows hide the
-    # drop at the block's end, so its neighbour was never tried).
+    # them is that much less certain too, and a drop at the block's end stays visible.
     return float(np.log(sum_b / sum_a))
 
 
 def side_by_side(records: Sequence[WindowRecord], a_n: int, b_n: int) -> tuple[Survival, Survival]:
     """The curves measured at N=a_n and at N=b_n, from the windows that measured both (a canary and the
     stable serve the same traffic at once) when there are any. Acceptance moves with the prompts from one
-    window to the next; both tracks move with it, so only windows side by side compare the two N (a block
-    drafter's drop at its full block, 5% at every position, read as low as 2.3% from a canary's windows
-    against every window of the stable, and the N below it was never tried)."""
+    window to the next; both tracks move with it, so only windows side by side compare the two N (against
+    every window of the stable, that drift blurs a block drafter's drop at its full block)."""
     seqs = {n: {r.seq for r in records if r.n == n and r.drafts > 0} for n in (a_n, b_n)}
     both = seqs[a_n] & seqs[b_n]
     rows = [r for r in records if r.seq in both] if both else records

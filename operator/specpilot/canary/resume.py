@@ -2,7 +2,10 @@
 tuner never writes, a fresh tuner at spec N and one line saying what was wrong. Pure: no I/O.
 
 Anyone allowed to write the status subresource can put anything there; the tuner must neither crash on it
-every window nor render a track from it (reconcile.plan_tracks asks `problem` too)."""
+every window nor render a track from it (canary/tracks.py asks `problem` too).
+
+It lives with the canary because both read it: the tuning loop (controller/tuning/loop.py) to resume, and
+the canary's track plan, which sits below the controller, to refuse rendering a track from it."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from specpilot.tuning.machine import LOADS_KEPT, candidates
 from specpilot.tuning.state import resumable
 
 INVALID_STATE = "TuningStateInvalid"
-_OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq")
+_OPTIONAL_INTS = ("analysisFromSeq", "convergedSeq", "warmupUntil")
 _OPTIONAL_OBJECTS = ("reference", "schedule")
 _SCHEDULES = (("stableSchedule", "stableN"), ("canarySchedule", "canaryN"))
 # As spec.speculative.schedule: vLLM's table is short, and status must stay small.
@@ -68,7 +71,7 @@ def _shape_problem(tuning: dict[str, Any]) -> str | None:
 
 def track_problem(tuning: dict[str, Any]) -> str | None:
     """What makes the N and schedules `status.tuning` asks the tracks to run unreadable, whoever wrote it: the
-    reconciler renders them as written (`reconcile.plan_tracks`, the tuning loop's seam), and a schedule of
+    reconciler renders them as written (`canary.tracks.plan_tracks`, the tuning loop's seam), and a schedule of
     5 raised out of every reconcile until the loop next wrote the status."""
     for key in ("stableN", "canaryN"):
         if tuning.get(key) is not None and (not _int(tuning[key]) or tuning[key] < 0):
@@ -100,7 +103,7 @@ def problem(tuning: Any, sd: SpeculativeDeployment) -> str | None:
     spec = sd.spec.speculative
     if not resumable(tuning, spec.method, spec.block_size):
         # Another drafter's state restarts quietly; a seam write naming no method is rendered as written
-        # (reconcile.plan_tracks), so its N too must be ones the spec allows.
+        # (canary.tracks.plan_tracks), so its N too must be ones the spec allows.
         return candidate_problem(tuning, sd) if tuning.get("method") is None else None
     found = _shape_problem(tuning)
     if found:

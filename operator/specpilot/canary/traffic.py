@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from specpilot.api.models import SpeculativeDeployment
-from specpilot.render.names import service_name, track_service_name
+from specpilot.api.names import service_name, track_service_name
 from specpilot.render.replicas import track_replicas
 from specpilot_runtime.engine_config import DEFAULT_PORT
 

@@ -7,10 +7,10 @@ import json
 from types import SimpleNamespace
 
 from specpilot.api.validate import load
-from specpilot.controller import tuning_loop
-from specpilot.controller.traffic import (OPT_IN_ANNOTATION, ORIGINAL_ANNOTATION, canary_weight, opted_in,
-                                         original_rules, record_problem, restore_patch, route_patch,
-                                         weighted_rules)
+from specpilot.canary.routing import CanaryRoute
+from specpilot.canary.traffic import (OPT_IN_ANNOTATION, ORIGINAL_ANNOTATION, canary_weight, opted_in,
+                                      original_rules, record_problem, restore_patch, route_patch,
+                                      weighted_rules)
 from specpilot.render import render
 
 
@@ -93,11 +93,10 @@ DAMAGED = ["{not json", "5", '{"rules": []}', '[{"backendRefs": [{"name": "chat"
            json.dumps([{"backendRefs": [{"name": "x" * 70_000}]}])]
 
 
-def _loop(route: dict, patches: list[dict], warnings: list[tuple[str, str]]) -> tuning_loop.TuningLoop:
+def _route(route: dict, patches: list[dict], warnings: list[tuple[str, str]]) -> CanaryRoute:
     kube = SimpleNamespace(get=lambda path: route, merge_patch=lambda path, p: patches.append(p))
     events = SimpleNamespace(warning=lambda obj, reason, message: warnings.append((reason, message)))
-    scheduler = SimpleNamespace(reconciler=SimpleNamespace(kube=kube, events=events))
-    return tuning_loop.TuningLoop(scheduler, None, None, "ns", "chat")  # type: ignore[arg-type]
+    return CanaryRoute(kube, events, "ns", "chat")  # type: ignore[arg-type]
 
 
 def test_a_damaged_record_of_the_original_rules_is_rebuilt_from_the_weighted_ones() -> None:
@@ -123,9 +122,9 @@ def test_a_damaged_record_of_the_original_rules_is_rebuilt_from_the_weighted_one
 
         patches: list[dict] = []
         warnings: list[tuple[str, str]] = []
-        loop = _loop(weighted, patches, warnings)
+        http_route = _route(weighted, patches, warnings)
         for _ in range(3):
-            asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 0))
+            asyncio.run(http_route.weigh({"metadata": {"name": "chat"}}, "r", 0))
         assert [r for r, _ in warnings] == ["HTTPRouteRecordRebuilt"]  # said once
         assert ORIGINAL_ANNOTATION in warnings[0][1] and "Service chat" in warnings[0][1]
         assert patches[0]["spec"]["rules"][1] == {"backendRefs": [{"name": "chat-stable", "port": 8000, "weight": 100}]}
@@ -139,9 +138,9 @@ def test_a_route_whose_rules_are_not_rules_is_left_alone() -> None:
              "spec": {"rules": [{"backendRefs": [{"name": "chat", "weight": "half"}]}]}}
     patches: list[dict] = []
     warnings: list[tuple[str, str]] = []
-    loop = _loop(route, patches, warnings)
+    http_route = _route(route, patches, warnings)
     for _ in range(3):
-        asyncio.run(loop._route({"metadata": {"name": "chat"}}, "r", 25))
-    asyncio.run(loop.restore_route("r"))
+        asyncio.run(http_route.weigh({"metadata": {"name": "chat"}}, "r", 25))
+    asyncio.run(http_route.restore("r"))
     assert patches == [] and [r for r, _ in warnings] == ["HTTPRouteNotUsable"]
     assert "has rules that are not a list of rules" in warnings[0][1]

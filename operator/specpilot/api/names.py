@@ -1,6 +1,8 @@
-"""Names and labels of the children of a SpeculativeDeployment (docs/architecture.md, "Data flow").
+"""Names, labels and the port name of the children of a SpeculativeDeployment (docs/architecture.md,
+"Data flow").
 
-The controller, the scraper and the dashboards find pods by these labels, so they live in one place.
+render/ sets them; the controller, the scraper, the harness and the dashboards find pods by them. They
+live here, under every layer that reads them, so that none reaches up to render/ for a name.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ N_LABEL = "specpilot.io/num-speculative-tokens"
 OWNER_UID_LABEL = "specpilot.io/owner-uid"
 ENGINE_HASH_ANNOTATION = "specpilot.io/engine-config-hash"
 
+# The serving container's port, by name: probes, Services and the scraper refer to it.
+PORT_NAME = "http"
+
 ENGINE_CONFIG_KEY = "engine.json"
 ENGINE_CONFIG_DIR = "/etc/specpilot"
 ENGINE_CONFIG_PATH = f"{ENGINE_CONFIG_DIR}/{ENGINE_CONFIG_KEY}"
@@ -34,6 +39,12 @@ def deployment_name(name: str, track: Track) -> str:
 def config_map_name(name: str, track: Track) -> str:
     """The ConfigMap holding the track's engine.json."""
     return f"{deployment_name(name, track)}-engine"
+
+
+def live_config_map_name(name: str) -> str:
+    """The ConfigMap holding live.json, the draft lengths the stable pods serve now (spec.tuning.measure
+    switchback): one per SpeculativeDeployment, written without rolling a pod."""
+    return f"{name}-live"
 
 
 def service_name(name: str) -> str:

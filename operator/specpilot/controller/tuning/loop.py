@@ -5,7 +5,7 @@ tuner's Observations, calls the pure `tuning.step`, and writes the new state to 
 Tuning condition and `status.acceptedLength`. It acts only through that status: the reconciler renders
 the stable track at `status.tuning.stableN` and a canary Deployment while `canaryN` is set, so a
 start_canary creates the canary, promote rolls stable and removes the canary, rollback and stop remove
-the canary (reconcile.plan_tracks). New decisions also become Events and operator metrics.
+the canary (canary/tracks.py). New decisions also become Events and operator metrics.
 
 Restart safety: the tuner's whole state is in the status; only the previous scrape per pod (for deltas) is
 in memory, so a restarted operator spends its first window re-establishing it and then continues the same
@@ -18,35 +18,38 @@ import asyncio
 import logging
 import time
 import zlib
-from typing import Any
+from typing import Any, Callable
 
 import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
+from specpilot.api.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.api.validate import InvalidSpeculativeDeployment, load
-from specpilot.controller import capacity, traffic
-from specpilot.controller import tuning_resume
-from specpilot.controller import tuning_status as ts
+from specpilot.canary import resume, traffic
+from specpilot.canary.routing import CanaryRoute
+from specpilot.canary.tracks import plan_tracks
+from specpilot.controller import capacity
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import KubeError, NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
 from specpilot.controller.status import MAX_MESSAGE
+from specpilot.controller.status_write import Status, write_fresh
+from specpilot.controller.tuning import decision_events, observe, status as ts
+from specpilot.controller.tuning.metrics import TunerMetrics, observed_goodput, predicted_bounds, predicted_goodput
 from specpilot.display import bounded
-from specpilot.controller.tuning_metrics import TunerMetrics, observed_goodput, predicted_goodput
 from specpilot.render import replicas
-from specpilot.render.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
 from specpilot.scrape import pods as scrape
 from specpilot.scrape.owners import owned_pods
 from specpilot.scrape.windows import WindowCounter
 from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament, tournament_state
+from specpilot.tuning import switchback
 from specpilot.tuning.observations import measurable
+from specpilot_runtime.engine_config import data_parallel_size
 
 log = logging.getLogger(__name__)
 
 # How often the wait between windows looks at the live spec: a hand edit of N is acted on within this.
 POLL_S = 0.5
-# A status write that meets a 409 is re-based on a fresh read this many times before the window is lost.
-CONFLICT_ATTEMPTS = 3
 # A window's API calls and scrapes taking longer than this (and than the window) are logged.
 SLOW_TICK_S = 10.0
 
@@ -77,9 +80,7 @@ class TuningLoop:
         self.counter = WindowCounter()
         self.capacity_reported: str | None = None  # the InsufficientCapacity message last posted as an Event
         self.strangers_reported: set[Any] = set()  # uids of labelled pods not its own, already named in an Event
-        self.route: str | None = None  # the HTTPRoute this loop weighted: restored when tuning stops
-        self.warned_routes: set[str] = set()
-        self.rebuilt_routes: set[tuple[str, str]] = set()  # (route, why its record was rebuilt), said once
+        self.http_route = CanaryRoute(self.kube, self.events, namespace, name)
         self.scrape_problem: str | None = None  # the last window's, as logged
         self.implausible: set[str] = set()  # tracks whose last window no engine could have counted, as logged
 
@@ -178,16 +179,16 @@ class TuningLoop:
         old = status.get("tuning")
         contenders = tournament_state.contenders_of(spec)
         tour = tournament_state.Tournament.from_status(status.get("tournament"), contenders, now)
-        state, invalid = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
+        state, invalid = resume.resume(old, sd.for_contender(tour.stable), now)
         if invalid is not None:
             # Said once: the fresh state written here is valid, so the next window resumes it quietly.
             tour = tournament_state.Tournament.new(contenders, now)
-            state, _ = tuning_resume.resume(old, sd, now)
+            state, _ = resume.resume(old, sd, now)
             message = (f"status.tuning was not written by the tuner ({invalid}): tuning restarts from spec "
                        f"N={state.stable_n}")
-            await self._commit(obj, sd, state.history, state, ("False", tuning_resume.INVALID_STATE, message), None,
+            await self._commit(obj, sd, state.history, state, ("False", resume.INVALID_STATE, message), None,
                                tour)
-            self.events.warning(obj, tuning_resume.INVALID_STATE, message)
+            self.events.warning(obj, resume.INVALID_STATE, message)
             log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
             self.counter.reset()
             return None
@@ -207,7 +208,7 @@ class TuningLoop:
         targets = scrape.pod_targets(pods)
         scrapes = await self.scraper.scrape(targets)
         now = time.time()
-        problem = ts.scrape_problem(scrapes)
+        problem = observe.scrape_problem(scrapes)
         if problem != self.scrape_problem:  # said when it starts, changes and ends, not every window
             if problem:
                 log.warning("tuning %s/%s: no decision this window: %s", self.namespace, self.name, problem)
@@ -223,8 +224,9 @@ class TuningLoop:
         deltas, elapsed = self.counter.advance(scrapes, now)
         if elapsed is None:
             return pods  # the first scrape only sets the baseline of each pod
-        obs = ts.observations(deployments, targets, deltas, elapsed, spec.replicas)
-        implausible = ts.implausible_counters(obs)
+        obs = observe.observations(deployments, targets, deltas, elapsed, spec.replicas,
+                                   data_parallel_size(spec.engine.args), plan_tracks(sd, status))
+        implausible = observe.implausible_counters(obs)
         if implausible and set(implausible) != self.implausible:  # said when it starts, not every window
             message = "window not measured, its counters are no engine's: " + \
                 "; ".join(f"{track}: {why}" for track, why in implausible.items())
@@ -239,11 +241,12 @@ class TuningLoop:
             canary_n = new_state.canary_n if tour.canary is None else tour.canary_n
             serving = canary_n is not None and any(
                 t.ready for t in targets if t.track == "canary" and t.n == canary_n)
-            await self._route(obj, spec.tuning.canary.http_route, traffic.canary_weight(sd, serving))
+            await self.http_route.weigh(obj, spec.tuning.canary.http_route, traffic.canary_weight(sd, serving))
         stable_goodput = observed_goodput(obs.stable, obs.window_s)
         self.metrics.record(self.namespace, self.name, action, now,
                             {"stable": stable_goodput, "canary": observed_goodput(obs.canary, obs.window_s)},
-                            predicted_goodput(new_state.history, new_state.stable_n, stable_goodput))
+                            predicted_goodput(new_state.history, new_state.stable_n, stable_goodput),
+                            predicted_bounds(new_state.history, new_state.stable_n, stable_goodput))
         self.metrics.schedules(self.namespace, self.name, {"stable": new_state.stable_schedule,
                                                            "canary": new_state.canary_schedule})
         self.metrics.methods(self.namespace, self.name, standing["standings"] if standing else None)
@@ -261,64 +264,18 @@ class TuningLoop:
         standing = ts.tournament_status(tour, state, contenders)
         await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable,
                                                          standing))
-        for entry in ts.new_entries(old_history, state.history):
-            decision = ts.decision_event(entry, contenders, replicas.placement(sd))
+        for entry in decision_events.new_entries(old_history, state.history):
+            n = entry.get("n")
+            live = isinstance(n, int) and entry.get("contender") is None \
+                and switchback.live_arm(state, sd.spec.tuning, n, entry.get("schedule"))
+            decision = decision_events.decision_event(entry, contenders,
+                                                      LIVE_PLACEMENT if live else replicas.placement(sd))
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             poster(obj, decision.reason, decision.message)  # posted in the background
         return standing
 
-    async def _route(self, obj: dict[str, Any], route_name: str, weight: int) -> None:
-        """Set the HTTPRoute's backend weights if it opted in; a missing or foreign route is reported once,
-        and traffic then splits by replicas behind the deployment's Service."""
-        path = traffic.route_path(self.namespace, route_name)
-        route = await asyncio.to_thread(self.kube.get, path)
-        unusable = traffic.route_problem(route) if route is not None else None
-        if route is None or unusable or not traffic.opted_in(route, self.name):
-            if route_name not in self.warned_routes:
-                self.warned_routes.add(route_name)
-                why = "not found" if route is None else f"{unusable}, so it is left alone" if unusable else (
-                    f"does not route to Service {self.name} nor carry the annotation "
-                    f"{traffic.OPT_IN_ANNOTATION}: {self.name}, so it is left alone")
-                self.events.warning(obj, "HTTPRouteNotUsable",
-                                    f"HTTPRoute {route_name} {why}: canary traffic follows the replica ratio")
-            return
-        self.warned_routes.discard(route_name)
-        damaged = traffic.record_problem(route)
-        if damaged and (route_name, damaged) not in self.rebuilt_routes:
-            self.rebuilt_routes.add((route_name, damaged))
-            self.events.warning(obj, "HTTPRouteRecordRebuilt",
-                                f"HTTPRoute {route_name}'s {damaged}: the rules it had before specpilot weighted "
-                                f"it are rebuilt from the rules it has (the track backends back to Service "
-                                f"{self.name}) and recorded again")
-        self.route = route_name
-        patch = traffic.route_patch(route, self.name, weight)
-        if patch is not None:
-            await asyncio.to_thread(self.kube.merge_patch, path, patch)
-
-    async def restore_route(self, route_name: str | None) -> None:
-        """Put back the rules the route had before this deployment weighted it."""
-        if not route_name:
-            return
-        path = traffic.route_path(self.namespace, route_name)
-        route = await asyncio.to_thread(self.kube.get, path)
-        patch = traffic.restore_patch(route, self.name) if route is not None else None
-        if patch is not None:
-            await asyncio.to_thread(self.kube.merge_patch, path, patch)
-
-    async def _write(self, patch_of: Any) -> None:
-        """Patch status from its current value, under the object's reconcile lock (the reconciler writes
-        the other conditions; neither may write back a stale list)."""
-        async with self.scheduler.lock(self.namespace, self.name):
-            for attempt in range(CONFLICT_ATTEMPTS):
-                current = await asyncio.to_thread(self.kube.get, self.path)
-                if current is None:
-                    return
-                try:
-                    await asyncio.to_thread(self.kube.patch_status, self.path, patch_of(current.get("status") or {}))
-                    return
-                except KubeError as exc:
-                    if exc.status != 409 or attempt + 1 == CONFLICT_ATTEMPTS:
-                        raise
+    async def _write(self, patch_of: Callable[[Status], Status]) -> None:
+        await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name), self.path, patch_of)
 
     async def stop_tuning(self) -> None:
         """Tuning was turned off or the object is being deleted: the route gets its original rules back,
@@ -329,7 +286,7 @@ class TuningLoop:
         tuning = ((obj or {}).get("spec") or {}).get("tuning") or {}
         gone = obj is None or bool(obj["metadata"].get("deletionTimestamp"))
         if gone or not tuning.get("enabled"):  # not on an operator stop: the next leader carries on
-            await self.restore_route(self.route or (tuning.get("canary") or {}).get("httpRoute"))
+            await self.http_route.restore(self.http_route.weighted or (tuning.get("canary") or {}).get("httpRoute"))
         if obj is None or gone:
             self.metrics.drop(self.namespace, self.name)
             return
@@ -344,12 +301,16 @@ class TuningLoop:
         now = time.time()
         contenders = tournament_state.contenders_of(sd.spec)
         tour = tournament_state.Tournament.from_status(status.get("tournament"), contenders, now)
-        state, _ = tuning_resume.resume(old, sd.for_contender(tour.stable), now)
+        state, _ = resume.resume(old, sd.for_contender(tour.stable), now)
         tour, state, _ = tournament.step(tour, state, sd.spec.tuning, contenders, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         standing = ts.tournament_status(tour, state, contenders)
-        await self._write(lambda status: {"tuning": {**state.to_status(), ts.SPEC_N_KEY: spec_n},
-                                          "tournament": standing})
+        await self._write(lambda status: ts.stopped_patch(state, spec_n, standing))
+
+
+# Where a live canary runs (tuning.measure switchback), for its Event.
+LIVE_PLACEMENT = ("measured live: a second arm that every stable pod alternates with the stable's (the "
+                  "<name>-live ConfigMap), no pod restarted")
 
 
 def _generation(obj: dict[str, Any]) -> int | None:

@@ -1,0 +1,25 @@
+"""The `<name>-live` ConfigMap: live.json, the draft lengths the stable pods serve now (spec.tuning.measure
+switchback). The pods mount it without their template hashing it, so writing it changes K in the running
+engines and rolls no pod (runtime/specpilot_runtime/live.py holds the contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specpilot_runtime.live import LIVE_FILE, LiveConfig
+
+from ..api.models import SpeculativeDeployment
+from ..api.names import live_config_map_name, owned_labels
+
+
+def live_config_map(sd: SpeculativeDeployment, config: LiveConfig,
+                    owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ConfigMap carrying `config` as live.json, labelled as every child and owned by `owner` when given."""
+    name = sd.metadata["name"]
+    meta: dict[str, Any] = {"name": live_config_map_name(name)}
+    if sd.metadata.get("namespace"):
+        meta["namespace"] = sd.metadata["namespace"]
+    meta["labels"] = owned_labels(name)
+    if owner is not None:
+        meta["ownerReferences"] = [dict(owner)]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {LIVE_FILE: config.to_json()}}
