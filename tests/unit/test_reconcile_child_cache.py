@@ -25,7 +25,7 @@ class FakeApi:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return obj
 
-    def get(self, path: str) -> dict[str, Any] | None:
+    def get(self, path: str, cached: bool = False) -> dict[str, Any] | None:
         *_, plural, name = path.split("/")
         if plural == "speculativedeployments":
             self.calls.append("get")

@@ -7,7 +7,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from specpilot import render
 from specpilot.api import author_policy
@@ -20,7 +22,7 @@ from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
 from specpilot.controller.child_cache import ChildCache, controller_of
 from specpilot.controller.events import EventRecorder
-from specpilot.controller.kube import Kube, KubeError, object_path, sd_path
+from specpilot.controller.kube import CHILD_REQUESTS, RECONCILE_WORKERS, Kube, KubeError, object_path, sd_path
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.status_write import write_changed
 from specpilot.display import bounded
@@ -34,6 +36,8 @@ CHILD_CONFLICT, CHILDREN_APPLIED = "ChildConflict", "ChildrenApplied"
 CHILD_KINDS = (("v1", "ConfigMap", "configmaps"), ("apps/v1", "Deployment", "deployments"),
                ("v1", "Service", "services"))
 CHILD_KIND_NAMES = tuple(kind for _, kind, _ in CHILD_KINDS)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _lists(rows: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
@@ -80,6 +84,19 @@ class Reconciler:
         self._counting = threading.Lock()  # reconciles of different objects run in parallel threads
         # Per object: the digest of the body last applied to each child, by (kind, name) (applied.py).
         self.applied: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        self._requests = ThreadPoolExecutor(RECONCILE_WORKERS * CHILD_REQUESTS, "child-request")
+
+    def _at_once(self, call: Callable[[T], R], items: Sequence[T]) -> list[R | KubeError]:
+        """`call` of each item, the requests in flight together; each answer, or the KubeError it raised, in
+        the items' order (any other exception is raised once all are done)."""
+        def attempt(item: T) -> R | KubeError:
+            try:
+                return call(item)
+            except KubeError as exc:
+                return exc
+        if len(items) <= 1:
+            return [attempt(item) for item in items]
+        return list(self._requests.map(attempt, items))
 
     def forget(self, namespace: str, name: str) -> None:
         self.rendered.pop((namespace, name), None)
@@ -188,26 +205,29 @@ class Reconciler:
         announced: dict[str, list[str]] = {}
         live: dict[tuple[str, str], dict[str, Any]] = {}
         applied = self.applied.setdefault((ns, name), {})
-        for child in desired:
-            key = (child["kind"], child["metadata"]["name"])
-            before = existing.pop(key, None)
-            body = ap.digest(child)
-            if before is not None and applied.get(key) == body and ap.holds(before, child):
-                after = before
-            else:
-                applied.pop(key, None)
-                try:
-                    after = self.kube.apply(child, force=before is not None)
-                except KubeError as exc:
-                    if exc.transient:
-                        raise
-                    refused.append(f"{key[0]} {key[1]}: {exc}")
-                    if before is not None:
-                        live[key] = before
-                    continue
-                self.cache.applied((ns, uid), after)
-                applied[key] = body
-            live[key] = after
+        keys = [(child["kind"], child["metadata"]["name"]) for child in desired]
+        befores = [existing.pop(key, None) for key in keys]
+        bodies = [ap.digest(child) for child in desired]
+        stale = [i for i, (child, before) in enumerate(zip(desired, befores)) if before is None
+                 or applied.get(keys[i]) != bodies[i] or not ap.holds(before, child)]
+        answers = dict(zip(stale, self._at_once(lambda i: self.kube.apply(desired[i], force=befores[i] is not None),
+                                                stale)))
+        for i, result in answers.items():  # every apply that went through is known, even if another is retried
+            applied.pop(keys[i], None)
+            if not isinstance(result, KubeError):
+                self.cache.applied((ns, uid), result)
+                applied[keys[i]] = bodies[i]
+        transient = next((a for a in answers.values() if isinstance(a, KubeError) and a.transient), None)
+        if transient is not None:
+            raise transient
+        for i, (child, key, before) in enumerate(zip(desired, keys, befores)):
+            answer: dict[str, Any] | KubeError | None = answers[i] if i in answers else before
+            if answer is None or isinstance(answer, KubeError):  # None: never, an unchanged child has a before
+                refused.append(f"{key[0]} {key[1]}: {answer}")
+                if before is not None:
+                    live[key] = before
+                continue
+            after = live[key] = answer
             if before is None or _content(before) != _content(after):
                 reason, message = _announcement(obj, child, before, first, reverting)
                 announced.setdefault(reason, []).append(message)
@@ -267,14 +287,16 @@ class Reconciler:
         """Read every desired child not known as this object's own: one of this object's (its label edited
         away, or not in the cache yet) joins `existing`; any other object holding the name is a conflict,
         described as (kind, name, message). Nothing is written to an object the operator did not create."""
-        uid, conflicts = obj["metadata"]["uid"], []
-        for child in desired:
-            key = (child["kind"], child["metadata"]["name"])
-            if key in existing:
-                continue
-            found = self.kube.get(object_path(child))
+        uid, conflicts = obj["metadata"]["uid"], list[tuple[str, str, str]]()
+        unknown = [child for child in desired if (child["kind"], child["metadata"]["name"]) not in existing]
+        # From kube-apiserver's watch cache: the apply that follows does not force, so an object created in
+        # the moment since is a 409 there, not a takeover.
+        for child, found in zip(unknown, self._at_once(lambda c: self.kube.get(object_path(c), cached=True), unknown)):
+            if isinstance(found, KubeError):
+                raise found
             if found is None:
                 continue
+            key = (child["kind"], child["metadata"]["name"])
             found.setdefault("apiVersion", child["apiVersion"])
             found.setdefault("kind", child["kind"])
             owner = controller_of(found)
