@@ -110,3 +110,32 @@ def test_the_deletion_of_an_object_holding_a_childs_name_wakes_the_parent() -> N
     cache.blocked(("team", "Service", "shop"), ("team", "shop"))
     assert cache.observe("MODIFIED", stranger) == []
     assert cache.observe("DELETED", stranger) == [("team", "shop")]
+
+
+def test_only_a_deployment_status_change_a_reconcile_reads_asks_for_one() -> None:
+    """kube-controller-manager rewrites a Deployment's status several times per rollout; only the counts and the
+    Progressing reason that status.py reads wake the parent, yet the cache keeps the newest for the tuner."""
+    cache = ChildCache()
+    base = child("sd-a", 10)
+    cache.observe(None, base)
+
+    def with_status(rv: int, **status: Any) -> dict[str, Any]:
+        obj = child("sd-a", rv)
+        obj["status"] = status
+        obj["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "time": f"t{rv}"}]
+        return obj
+
+    assert cache.observe("MODIFIED", with_status(11, observedGeneration=1, replicas=1, updatedReplicas=1))
+    quiet = with_status(12, observedGeneration=1, replicas=1, updatedReplicas=1, unavailableReplicas=1,
+                        conditions=[{"type": "Available", "status": "False", "lastUpdateTime": "t12"}])
+    assert not cache.observe("MODIFIED", quiet)
+    assert cache.get(PARENT, "Deployment")["sd-a"]["status"]["unavailableReplicas"] == 1
+    assert cache.observe("MODIFIED", with_status(13, observedGeneration=1, replicas=1, updatedReplicas=1,
+                                                 readyReplicas=1))
+    stuck = with_status(14, observedGeneration=1, replicas=1, updatedReplicas=1, readyReplicas=1,
+                        conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}])
+    assert cache.observe("MODIFIED", stuck)
+    edited = with_status(15, observedGeneration=1, replicas=1, updatedReplicas=1, readyReplicas=1,
+                         conditions=stuck["status"]["conditions"])
+    edited["metadata"]["annotations"] = {"someone": "edited"}
+    assert cache.observe("MODIFIED", edited)  # anything outside status may be a hand edit to revert

@@ -50,6 +50,25 @@ def _version(obj: dict[str, Any]) -> int | None:
     return int(rv) if isinstance(rv, str) and rv.isascii() and rv.isdigit() and len(rv) <= MAX_VERSION_DIGITS else None
 
 
+# A Deployment's status fields a reconcile reads (controller/status.py rollout_of); kube-controller-manager
+# rewrites the rest (conditions' timestamps, availability counts) several times per rollout.
+DEPLOYMENT_STATUS_READ = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas")
+
+
+def _relevant(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a reconcile of the parent could act on: everything but bookkeeping (resourceVersion,
+    managedFields) and, of a Deployment's status, only what it reads. An event that changes nothing of this
+    asks for no reconcile (the object is still kept: the tuning loop reads the newest)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    read: dict[str, Any] = {}
+    if obj.get("kind") == "Deployment" and status:
+        read = {k: status.get(k) for k in DEPLOYMENT_STATUS_READ}
+        read["progressing"] = next((c.get("reason") for c in status.get("conditions") or []
+                                    if isinstance(c, dict) and c.get("type") == "Progressing"), None)
+    return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": meta, "status": read}
+
+
 def _newer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     if old is None:
         return True
@@ -117,7 +136,7 @@ class ChildCache:
         children[name] = obj
         self._where[where] = parent
         tombstones.pop((kind, name), None)
-        return held is None or _version(held) is None or _version(held) != _version(obj)
+        return held is None or _relevant(held) != _relevant(obj)
 
     def blocked(self, taken: tuple[str, str, str], parent: Named) -> None:
         """`parent` cannot create its child (namespace, kind, name): another object holds the name. Its
