@@ -79,6 +79,9 @@ class EngineConfig(BaseModel):
     # speculative section starts with (a table it must have, or vLLM keeps no batch size -> K list to rewrite).
     # None: K is the started N's table, fixed.
     live_file: str | None = Field(default=None, max_length=4095, pattern=r"^/[^\x00]*$")
+    # Drain set without a restart (drain.py): the drain.json whose seconds, read when SIGTERM arrives, cut the drain
+    # to at most shutdown_timeout_s. None: the drain is shutdown_timeout_s, fixed.
+    drain_file: str | None = Field(default=None, max_length=4095, pattern=r"^/[^\x00]*$")
     # Which drafter serves method ngram: vLLM's own, or "confidence", specpilot's (proposer.py: each draft cut to
     # what its match length earns), which vLLM runs as method custom_class. A runtime option: the CRD has none.
     ngram_drafter: Literal["vllm", "confidence"] = "vllm"

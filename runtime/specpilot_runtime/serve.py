@@ -22,12 +22,13 @@ import time
 from importlib.metadata import distributions
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from . import engine
 from .checkpoint import check_checkpoints
+from .drain import read_drain
 from .engine_config import ENV_NAME_PATTERN, NO_NUL_PATTERN, TEARDOWN_S, EngineConfig
 from .files import FileProblem, kib, parse_json, read_bounded
 from .report import MAX_PATH_CHARS, one_line, summarised
@@ -129,12 +130,18 @@ def print_problems(config: object, problems: list[Problem]) -> None:
 
 
 def grace_period(cfg: EngineConfig, override: float | None) -> float:
-    """How long vLLM may take after the first signal: its own drain (--shutdown-timeout) plus teardown."""
+    """How long vLLM may take after the first signal: its own drain (--shutdown-timeout, or the drain.json in
+    force, read now) plus teardown."""
     if override is not None:
         return override
-    if cfg.shutdown_timeout_s is not None:
-        return float(cfg.shutdown_timeout_s + TEARDOWN_S)
-    return DEFAULT_GRACE_S
+    if cfg.shutdown_timeout_s is None:
+        return DEFAULT_GRACE_S
+    drain_s = cfg.shutdown_timeout_s
+    if cfg.drain_file is not None:
+        drain_s, problem = read_drain(cfg.drain_file, cfg.shutdown_timeout_s)
+        if problem:
+            log.warning("drain file: %s; draining up to %d s", one_line(problem), drain_s)
+    return float(drain_s + TEARDOWN_S)
 
 
 def unwritable_cache(env: dict[str, str]) -> str | None:
@@ -175,16 +182,19 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def supervise(argv: list[str], env: dict[str, str], grace_s: float) -> int:
-    """Run argv until it exits; forward SIGTERM/SIGINT; SIGKILL its process group after the grace."""
+def supervise(argv: list[str], env: dict[str, str], grace: Callable[[], float]) -> int:
+    """Run argv until it exits; forward SIGTERM/SIGINT; SIGKILL its process group `grace()` seconds after the
+    first (asked when it arrives: the drain in force may have changed since the start)."""
     child = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_die_with_parent)
     deadline: list[float] = []
+    grace_s: list[float] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        if not grace_s:
+            grace_s.append(grace())
+            deadline.append(time.monotonic() + grace_s[0])
         log.info("got %s: forwarding to vLLM (pid %d), %g s to drain", signal.Signals(signum).name,
-                 child.pid, grace_s)
-        if not deadline:
-            deadline.append(time.monotonic() + grace_s)
+                 child.pid, grace_s[0])
         if child.poll() is None:
             child.send_signal(signum)
 
@@ -196,7 +206,7 @@ def supervise(argv: list[str], env: dict[str, str], grace_s: float) -> int:
                 break
             except subprocess.TimeoutExpired:
                 if deadline and time.monotonic() > deadline[0]:
-                    log.warning("vLLM did not exit within %g s: killing it", grace_s)
+                    log.warning("vLLM did not exit within %g s: killing it", grace_s[0])
                     os.killpg(child.pid, signal.SIGKILL)
     finally:
         for s, handler in previous.items():
@@ -240,7 +250,7 @@ def _start(cfg: EngineConfig, plan: engine.Launch, grace_override: float | None,
                     engine.VLLM_CACHE_ENV, unwritable)
         del env[engine.VLLM_CACHE_ENV]
     try:
-        return supervise(plan.argv, env, grace_period(cfg, grace_override))
+        return supervise(plan.argv, env, lambda: grace_period(cfg, grace_override))
     except FileNotFoundError:
         print(f"specpilot-runtime: {plan.argv[0]} not found: is vLLM installed?", file=sys.stderr)
         return EXIT_NOT_FOUND

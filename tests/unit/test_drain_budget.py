@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from specpilot.api.drain import MAX_AUTO_DRAIN_S
 from specpilot.api.validate import load
 from specpilot.render import render
 from specpilot.render.pod import PRESTOP_S
@@ -24,18 +25,20 @@ def _rendered(**engine_spec: Any) -> tuple[dict[str, Any], EngineConfig]:
     sd = load({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment", "metadata": {"name": "chat"},
                "spec": {"model": "Qwen/Qwen3-8B", "speculative": {"method": "ngram", "numSpeculativeTokens": 3},
                         "engine": engine_spec}})
-    objects = {o["kind"]: o for o in render(sd)}
-    cfg = EngineConfig.model_validate_json(objects["ConfigMap"]["data"]["engine.json"])
-    return objects["Deployment"]["spec"]["template"]["spec"], cfg
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in render(sd)}
+    cfg = EngineConfig.model_validate_json(objects["ConfigMap", "chat-engine"]["data"]["engine.json"])
+    return objects["Deployment", "chat"]["spec"]["template"]["spec"], cfg
 
 
 @pytest.mark.parametrize("drain", [None, 0, 300])
 def test_one_budget_sets_vllm_runtime_and_pod_consistently(drain: int | None) -> None:
     pod, cfg = _rendered(**({} if drain is None else {"drainSeconds": drain}))
-    budget = 120 if drain is None else drain
+    # Automatic (left out): vLLM and the pod get the constant maximum; the runtime cuts it to drain.json's.
+    budget = MAX_AUTO_DRAIN_S if drain is None else drain
+    assert (cfg.drain_file is None) == (drain is not None)
     argv = engine.argv(cfg)
     assert argv[argv.index("--shutdown-timeout") + 1] == str(budget)
-    runtime_grace = grace_period(cfg, None)
+    runtime_grace = grace_period(cfg.model_copy(update={"drain_file": None}), None)
     assert runtime_grace == budget + TEARDOWN_S
     container = pod["containers"][0]
     assert container["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", str(PRESTOP_S)]}}

@@ -7,13 +7,14 @@ import itertools
 
 from specpilot.api.models import RESERVED_NAME_SUFFIXES
 from specpilot.api.validate import validate_object
-from specpilot.api.names import (TRACKS, config_map_name, deployment_name, live_config_map_name, service_name,
-                                 track_service_name)
+from specpilot.api.names import (TRACKS, config_map_name, deployment_name, drain_config_map_name, live_config_map_name,
+                                 service_name, track_service_name)
 
 
 def _children(name: str) -> dict[str, set[str]]:
     return {"Deployment": {deployment_name(name, t) for t in TRACKS},
-            "ConfigMap": {config_map_name(name, t) for t in TRACKS} | {live_config_map_name(name)},
+            "ConfigMap": {config_map_name(name, t) for t in TRACKS} | {live_config_map_name(name),
+                                                                        drain_config_map_name(name)},
             "Service": {service_name(name)} | {track_service_name(name, t) for t in TRACKS}}
 
 
@@ -26,7 +27,7 @@ def _admitted(name: str) -> bool:
 def test_admitted_names_never_share_a_child_name_of_the_same_kind() -> None:
     stems = ["chat", "chat-engine", "a", "a-b"]
     names = stems + [f"{s}{suffix}" for s in stems for suffix in ("-canary", "-stable", "-engine", "-canary-engine",
-                                                                   "-live")]
+                                                                   "-live", "-drain")]
     admitted = [n for n in dict.fromkeys(names) if _admitted(n)]
     assert "chat" in admitted and "chat-engine" in admitted
     assert not any(n.endswith(RESERVED_NAME_SUFFIXES) for n in admitted)

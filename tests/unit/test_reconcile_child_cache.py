@@ -73,7 +73,7 @@ def test_a_new_object_is_reconciled_from_the_cache_and_a_deleted_child_comes_bac
     assert reconciler.reconcile("team", "chat") == "applied"
     assert not any(c.startswith("list") for c in api.calls)
     made = sorted(kind for kind, _ in api.children)
-    assert made == ["ConfigMap", "Deployment", "Service"]
+    assert made == ["ConfigMap", "ConfigMap", "Deployment", "Service"]  # engine.json, drain.json
     for child in api.children.values():  # the watches echo the applies: nothing new
         assert not reconciler.cache.observe("ADDED", copy.deepcopy(child))
     api.calls.clear()
@@ -95,7 +95,7 @@ def test_an_operator_that_did_not_see_the_object_created_lists_live_once() -> No
     assert fresh.reconcile("team", "chat") == "unchanged"
     assert sorted(c for c in api.calls if c.startswith("list")) == \
         ["list configmaps", "list deployments", "list services"]
-    assert len(api.children) == 3  # found them (re-applied once, as after any restart): nothing new
+    assert len(api.children) == 4  # found them (re-applied once, as after any restart): nothing new
     api.calls.clear()
     assert fresh.reconcile("team", "chat") == "unchanged" and api.calls == ["get"]
 

@@ -51,7 +51,7 @@ def test_another_teams_service_blocks_the_reconcile_until_it_goes() -> None:
 
     del api.children[("Service", "chat")]  # the other team renames theirs
     assert reconciler.reconcile("team", "chat") == "applied"
-    assert sorted(kind for kind, _ in api.children) == ["ConfigMap", "Deployment", "Service"]
+    assert sorted(kind for kind, _ in api.children) == ["ConfigMap", "ConfigMap", "Deployment", "Service"]
     conflict = _conditions(api)["ChildConflict"]
     assert conflict["status"] == "False" and conflict["reason"] == "NoConflict"
 

@@ -198,7 +198,7 @@ def test_owner_reference_is_set_only_when_given() -> None:
     owner = owner_reference({"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
                              "metadata": {"name": "qwen", "uid": "u-1"}})
     objects = render(sd(), owner=owner)
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Deployment", "Service"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Deployment", "Service", "ConfigMap"]  # drain.json last
     assert all(o["metadata"]["ownerReferences"] == [owner] for o in objects)
     assert all("ownerReferences" not in o["metadata"] for o in render(sd()))
 

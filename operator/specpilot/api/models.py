@@ -17,6 +17,8 @@ from specpilot_runtime import engine_config
 from specpilot_runtime.speculative import (MAX_NUM_SPECULATIVE_TOKENS, METHODS, MODEL_PATTERN, REMOVED_METHODS,
                                           live_method)
 
+from .drain import (DEFAULT_DRAIN_SECONDS, DRAIN_MARGIN_S, DRAIN_P99_FACTOR, MAX_AUTO_DRAIN_S, MIN_AUTO_DRAIN_S)
+
 GROUP = "specpilot.io"
 VERSION = "v1alpha1"
 KIND: Final = "SpeculativeDeployment"
@@ -60,8 +62,6 @@ RESERVED_NAME_SUFFIXES = ("-canary", "-stable")
 # need minutes per window anyway (docs/api.md).
 MIN_ANALYSIS_WINDOW = "2s"
 
-# Long enough for a few thousand tokens of one request at a slow decode speed.
-DEFAULT_DRAIN_SECONDS = 120
 
 # Bounds on lists and strings that CEL rules read: the API server estimates a rule's cost from them.
 MAX_ENGINE_ARGS = 128
@@ -278,11 +278,15 @@ class Engine(_Model):
     model_cache: ModelCache | None = Field(None, description="Model weight cache volume.")
     hf_token_secret_ref: SecretKeyRef | None = Field(
         None, description="Secret key holding a Hugging Face token (exposed as HF_TOKEN).")
-    drain_seconds: int = Field(
-        DEFAULT_DRAIN_SECONDS, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S,
+    drain_seconds: int | None = Field(
+        None, ge=0, le=MAX_SHUTDOWN_TIMEOUT_S,
         description="How long a pod being replaced (promotion, rollback, N edit, canary teardown) may finish "
-                    "its in-flight requests after it has left the Service: vLLM's --shutdown-timeout; the "
-                    "pod's terminationGracePeriodSeconds is derived from it. 0 aborts them at once.")
+                    "its in-flight requests after it has left the Service. Set: fixed, vLLM's "
+                    "--shutdown-timeout, and the pod's terminationGracePeriodSeconds is derived from it; 0 aborts "
+                    f"them at once. Left out: automatic, {DEFAULT_DRAIN_SECONDS} s until measured, then "
+                    f"{DRAIN_P99_FACTOR:g} x the serving pods' measured p99 request latency + {DRAIN_MARGIN_S} s, "
+                    f"within {MIN_AUTO_DRAIN_S}..{MAX_AUTO_DRAIN_S} s, changed without restarting a pod "
+                    "(status.drain says the value in force).")
 
 
 class Canary(_Model):
@@ -411,6 +415,18 @@ class Condition(_Model):
     observed_generation: int | None = Field(None, description="Generation this condition reflects.")
 
 
+class DrainStatus(_Model):
+    """status.drain: how long a replaced pod may drain now, and why."""
+
+    seconds: int | None = Field(None, description="Seconds a replaced pod may finish its in-flight requests.")
+    source: Literal["spec", "default", "measured"] | None = Field(
+        None, description="spec: spec.engine.drainSeconds; default: automatic, not measured yet; measured: "
+                          "automatic, from the p99 below.")
+    p99_seconds: float | None = Field(
+        None, description="Automatic: p99 end-to-end request latency of the serving pods, last measured.")
+    requests: int | None = Field(None, description="Automatic: finished requests that p99 was measured over.")
+
+
 class SpeculativeDeploymentStatus(_Model):
     """Observed state, written by the operator."""
 
@@ -438,6 +454,8 @@ class SpeculativeDeploymentStatus(_Model):
                                           "batch size.")
     tuning: dict[str, Any] | None = Field(
         None, description="Tuner state machine (resumable after an operator restart) and decision history.")
+    drain: DrainStatus | None = Field(
+        None, description="The drain budget in force (spec.engine.drainSeconds, or measured when it is left out).")
     tournament: dict[str, Any] | None = Field(
         None, description="Method tournament (with spec.tuning.alternatives): the contender the stable track runs, "
                           "the method canary, and per contender its measured goodput, mean accepted length, best N "

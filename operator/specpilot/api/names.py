@@ -47,6 +47,12 @@ def live_config_map_name(name: str) -> str:
     return f"{name}-live"
 
 
+def drain_config_map_name(name: str) -> str:
+    """The ConfigMap holding drain.json, the drain in force on every track's pods when spec.engine.drainSeconds
+    is left out: one per SpeculativeDeployment, written without rolling a pod."""
+    return f"{name}-drain"
+
+
 def service_name(name: str) -> str:
     """One Service per SpeculativeDeployment, in front of both tracks."""
     return name

@@ -11,15 +11,17 @@ from typing import Any
 
 from specpilot_runtime.live import LiveConfig
 
+from ..api.drain import DEFAULT_DRAIN_SECONDS
 from ..api.models import SpeculativeDeployment
+from .drain import drain_config_map
 from .engine import config_hash, config_map, engine_config, engine_json
 from .live import live_config_map
 from .images import DEFAULT_SERVING, ServingDefaults
 from ..api.names import OWNER_UID_LABEL, Track, owner_reference
 from .workload import deployment, service, track_service
 
-__all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "engine_config", "live_config_map", "owner_reference",
-           "render", "render_service", "render_track"]
+__all__ = ["DEFAULT_SERVING", "ServingDefaults", "Track", "drain_config_map", "engine_config", "live_config_map",
+           "owner_reference", "render", "render_service", "render_track"]
 
 
 def _owned(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -66,11 +68,12 @@ def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int
            stable_schedule: list[list[int]] | None = None,
            canary_schedule: list[list[int]] | None = None,
            stable_contender: int = 0, canary_contender: int | None = None,
-           live: LiveConfig | None = None) -> list[dict[str, Any]]:
+           live: LiveConfig | None = None, drain_s: int = DEFAULT_DRAIN_SECONDS) -> list[dict[str, Any]]:
     """Every child: the stable track, the Service, and the canary track when `canary_n` is given; each
     track serves its batch-size schedule when the tuner chose one, and runs its contender's method and
     draft (0: spec.speculative; i: spec.tuning.alternatives[i - 1]; the canary's defaults to the stable's);
-    under switchback, the `<name>-live` ConfigMap holding `live`."""
+    under switchback, the `<name>-live` ConfigMap holding `live`; with an automatic drain (no
+    spec.engine.drainSeconds), the `<name>-drain` ConfigMap holding `drain_s`, the drain in force."""
     objects = (render_track(sd.for_contender(stable_contender), "stable", stable_n, owner, canary_n is not None,
                             defaults, stable_schedule)
                + [render_service(sd, owner)])
@@ -79,4 +82,6 @@ def render(sd: SpeculativeDeployment, stable_n: int | None = None, canary_n: int
         objects += render_track(canary, "canary", canary_n, owner, defaults=defaults, schedule=canary_schedule)
     if live is not None:
         objects += _owned([live_config_map(sd, live)], owner)
+    if sd.spec.engine.drain_seconds is None:
+        objects += _owned([drain_config_map(sd, drain_s)], owner)
     return objects

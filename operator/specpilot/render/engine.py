@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any
 
+from specpilot_runtime.drain import DRAIN_PATH
 from specpilot_runtime.engine_config import Accelerator, EngineConfig
 from specpilot_runtime.live import LIVE_DIR, LIVE_FILE, MAX_BATCH_SIZE
 from specpilot_runtime.speculative import OFF, SpeculativeConfig
@@ -13,6 +14,7 @@ from specpilot_runtime.speculative import OFF, SpeculativeConfig
 from ..api.models import SpeculativeDeployment
 from ..api.switchback import capture_plan, measured_live, started_n
 from ..api.validate import speculative_config
+from .drain import pod_drain_s
 from .images import DEFAULT_LISTEN_ADDRESS
 from ..api.names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, owned_labels
 
@@ -46,9 +48,11 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None,
         speculative=speculative,
         args=args,
         env={e.name: e.value for e in spec.engine.env},
-        shutdown_timeout_s=spec.engine.drain_seconds,
+        shutdown_timeout_s=pod_drain_s(sd),
         host=listen,
         live_file=live_file,
+        # Automatic drain: the runtime cuts the drain to drain.json's when SIGTERM comes (render/drain.py).
+        drain_file=None if spec.engine.drain_seconds is not None else DRAIN_PATH,
     )
 
 
@@ -82,6 +86,8 @@ def engine_json(config: EngineConfig) -> str:
     data: dict[str, Any] = config.model_dump(mode="json")
     if config.speculative.method == OFF:
         del data["speculative"]
+    if config.drain_file is None:  # as before drain files existed, so a fixed drain's pods do not roll
+        del data["drain_file"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

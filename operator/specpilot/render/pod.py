@@ -17,6 +17,7 @@ import copy
 import posixpath
 from typing import Any
 
+from specpilot_runtime.drain import DRAIN_DIR
 from specpilot_runtime.engine import VLLM_CACHE_ENV
 from specpilot_runtime.engine_config import DEFAULT_PORT, TEARDOWN_S
 from specpilot_runtime.live import LIVE_DIR
@@ -25,12 +26,14 @@ from ..api.models import SpeculativeDeployment, gpu_resource
 from ..api.switchback import measured_live
 from .images import DEFAULT_SERVING, ServingDefaults, image_for
 from ..api.names import (ENGINE_CONFIG_DIR, ENGINE_CONFIG_PATH, ENGINE_HASH_ANNOTATION, PORT_NAME, Track,
-                         config_map_name, live_config_map_name, pod_labels)
+                         config_map_name, drain_config_map_name, live_config_map_name, pod_labels)
+from .drain import pod_drain_s
 from .resources import as_guaranteed, container_resources, guaranteed
 from .security import security_contexts
 
 CONTAINER = "vllm"
 LIVE_VOLUME = "live"
+DRAIN_VOLUME = "drain"
 SHM_SIZE = "8Gi"
 # VLLM_CACHE_ROOT, under the model cache's mountPath when there is one.
 VLLM_CACHE_DIR = "vllm"
@@ -119,6 +122,11 @@ def _volumes(sd: SpeculativeDeployment, track: Track) -> tuple[list[dict[str, An
         # kubelets allow for ConfigMap volumes (they create the mount point), and LIVE_DIR is the runtime's.
         volumes.append({"name": LIVE_VOLUME, "configMap": {"name": live_config_map_name(name), "optional": True}})
         mounts.append({"name": LIVE_VOLUME, "mountPath": LIVE_DIR, "readOnly": True})
+    if sd.spec.engine.drain_seconds is None:
+        # drain.json (automatic drain) on every track: optional, so a pod starts before the ConfigMap exists
+        # (the runtime then drains for engine.json's maximum); refreshed in place, hashed by no template.
+        volumes.append({"name": DRAIN_VOLUME, "configMap": {"name": drain_config_map_name(name), "optional": True}})
+        mounts.append({"name": DRAIN_VOLUME, "mountPath": DRAIN_DIR, "readOnly": True})
     if _copied_runtime(sd):
         volumes.append({"name": RUNTIME_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
         mounts.append({"name": RUNTIME_VOLUME, "mountPath": RUNTIME_DIR, "readOnly": True})
@@ -172,7 +180,7 @@ def pod_template(sd: SpeculativeDeployment, track: Track, n: int, engine_hash: s
         "enableServiceLinks": False,
         # The runtime never talks to the Kubernetes API.
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": termination_grace_s(sd.spec.engine.drain_seconds),
+        "terminationGracePeriodSeconds": termination_grace_s(pod_drain_s(sd)),
         "containers": [container],
         "volumes": volumes,
     }
