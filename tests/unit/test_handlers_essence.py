@@ -29,3 +29,25 @@ def test_status_writes_do_not_reconcile_and_what_the_reconcile_reads_does() -> N
         changed["metadata"].update(change)
         assert scheduler.essence_changed("team", "chat", changed), change
         assert not scheduler.essence_changed("team", "chat", changed), change
+
+
+def test_the_resync_asks_for_every_known_object_once_per_interval_and_stops_at_shutdown() -> None:
+    """The level-based safety net is one loop over the objects the operator knows, not a Kopf timer per object
+    (which would put Kopf's finalizer on every object)."""
+    import asyncio
+
+    async def scenario() -> list[tuple[str, str]]:
+        scheduler = Scheduler(reconciler=None, metrics=None)  # type: ignore[arg-type]
+        asked: list[tuple[str, str]] = []
+        scheduler.request = lambda ns, name: asked.append((ns, name))  # type: ignore[method-assign]
+        scheduler._known.update({("team", "a"), ("team", "b"), ("ops", "c")})
+        scheduler.start_resync(interval_s=0.3)
+        await asyncio.sleep(0.45)
+        scheduler._known.discard(("team", "b"))  # deleted: no longer asked for
+        await asyncio.sleep(0.6)
+        await scheduler.shutdown()
+        return asked
+
+    asked = asyncio.run(scenario())
+    assert asked[:3] == [("ops", "c"), ("team", "a"), ("team", "b")]
+    assert ("team", "b") not in asked[3:] and {("ops", "c"), ("team", "a")} <= set(asked[3:])

@@ -137,6 +137,23 @@ class Scheduler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def start_resync(self, interval_s: float = RESYNC_INTERVAL_S) -> None:
+        """The level-based safety net: every known object is reconciled once per interval, spread over it, so
+        status and children converge even if an event was missed. One loop for the operator, not a Kopf timer
+        per object: a timer makes Kopf put its finalizer on every object (a write and an event each, and
+        deleting one would wait for a running operator)."""
+        self._keep(asyncio.ensure_future(self._resync(interval_s)))
+
+    async def _resync(self, interval_s: float) -> None:
+        while not self._stopped:
+            keys = sorted(self._known)
+            if not keys:
+                await asyncio.sleep(interval_s)
+            for key in keys:
+                await asyncio.sleep(interval_s / len(keys))
+                if key in self._known:
+                    self.request(*key)
+
     def forget(self, namespace: str, name: str) -> None:
         self._known.discard((namespace, name))
         self._essence.pop((namespace, name), None)
@@ -153,15 +170,9 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
     registry (see docs/operator.md) and asks for re-renders through `scheduler.request`."""
 
     @kopf.on.startup(registry=registry)
-    def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
-
-    # Kopf's handler types allow a namespace of None; these resources are namespaced.
-    @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL_S, initial_delay=RESYNC_INTERVAL_S,  # type: ignore[arg-type]
-                idle=RESYNC_INTERVAL_S / 2, registry=registry)
-    async def _resync(namespace: str, name: str, **_: Any) -> None:
-        # Level-based safety net: status and children converge even if an event was missed.
-        scheduler.request(namespace, name)
+        scheduler.start_resync()  # on the operator's event loop (a sync handler would run in a thread)
 
     # Kopf's handler types allow a namespace of None; these resources are namespaced.
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
