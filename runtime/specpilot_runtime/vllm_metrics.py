@@ -52,6 +52,9 @@ LABEL_POSITION = "position"
 MAX_POSITIONS = 64
 # (arm, band) series a scrape may hold: live.MAX_REMEMBERED_ARMS arms x 17 bands.
 MAX_SWITCHBACK_SERIES = 8 * 17
+# Bucket bounds the e2e latency histogram may have: vLLM's has 22; a pod is not trusted with more.
+MAX_LATENCY_BUCKETS = 64
+LABEL_LE = "le"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ class Snapshot:
     reset: bool = False
     # The engine's switchback counters (live.py): (arm, band) -> live.BAND_COUNTERS' values, in that order.
     switchback: dict[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    # vLLM's e2e request latency histogram, cumulative since the pod started: (le, count) sorted by le (+Inf
+    # last), summed over engines; as scraped, never differenced (the operator's drain reads it: api/drain.py).
+    e2e_latency_buckets: tuple[tuple[float, float], ...] = ()
 
 
 # Snapshot fields that are plain counters, by metric name.
@@ -128,13 +134,14 @@ def _vector(by_pos: dict[int, float]) -> tuple[float, ...]:
 
 
 def _read_lines(text: str) -> str:
-    """The lines `parse` can use: vllm: and specpilot: families without vLLM's histogram buckets, which it
-    never reads.
+    """The lines `parse` can use: vllm: and specpilot: families without vLLM's histogram buckets, but the e2e
+    latency histogram's (22 lines per engine).
     Buckets are nearly half of vLLM's exposition and the other families most of the rest: parsing only
     these is three times faster (the scrape parse was a quarter of the operator's CPU with a hundred
     tuned objects). Text with no such line is parsed whole, so that what is not an exposition still fails."""
     kept = [line for line in text.splitlines()
-            if any(p in line for p in PREFIXES) and not (line.startswith("vllm:") and "_bucket{" in line)]
+            if any(p in line for p in PREFIXES)
+            and not (line.startswith("vllm:") and "_bucket{" in line and not line.startswith(_E2E_BUCKET + "{"))]
     return "\n".join(kept) + "\n" if kept else text
 
 
@@ -148,6 +155,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     per_pos: dict[str, dict[int, float]] = {name: defaultdict(float) for name in (*_PER_POS_FIELDS, *DEPRECATED_NAMES)}
     seen_per_pos: set[str] = set()
     switchback: dict[tuple[str, str], list[float]] = {}
+    e2e: dict[float, float] = defaultdict(float)
     for family in text_string_to_metric_families(_read_lines(text)):
         for sample in family.samples:
             if sample.name.endswith("_created") or not sample.name.startswith(PREFIXES):
@@ -155,7 +163,10 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
             if not math.isfinite(sample.value):
                 raise NonFiniteSample(f"{sample.name}{sample.labels or ''} is {sample.value}")
             name = _base_name(sample.name)
-            if name in _SWITCHBACK_INDEX and {LABEL_ARM, LABEL_BAND} <= set(sample.labels):
+            if name == _E2E_BUCKET:
+                if LABEL_LE in sample.labels and set(sample.labels) <= _SUMMED_LABELS | {LABEL_LE}:
+                    _add_bucket(e2e, sample.labels[LABEL_LE], sample.value)
+            elif name in _SWITCHBACK_INDEX and {LABEL_ARM, LABEL_BAND} <= set(sample.labels):
                 _add_switchback(switchback, name, sample.labels, sample.value)
             elif name in per_pos and LABEL_POSITION in sample.labels:
                 per_pos[name][_position(sample.labels[LABEL_POSITION])] += sample.value
@@ -166,6 +177,7 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
     # would count NaN.
     overflowed = [name for name, v in scalars.items() if not math.isfinite(v)]
     overflowed += [name for name, v in per_pos.items() if not all(map(math.isfinite, v.values()))]
+    overflowed += [_E2E_BUCKET] if not all(map(math.isfinite, e2e.values())) else []
     if overflowed:
         raise NonFiniteSample(f"{overflowed[0]} sums to infinity over engines")
     for old, new in DEPRECATED_NAMES.items():
@@ -181,7 +193,24 @@ def parse(text: str, scrape_time: float = 0.0) -> Snapshot:
         scrape_time=scrape_time,
         extra={k: v for k, v in scalars.items() if k not in known},
         switchback={k: tuple(v) for k, v in switchback.items()},
+        e2e_latency_buckets=tuple(sorted(e2e.items())),
     )
+
+
+_E2E_BUCKET = E2E_LATENCY + "_bucket"
+
+
+def _add_bucket(into: dict[float, float], le: str, count: float) -> None:
+    """One e2e latency bucket sample, its bound checked: a number (+Inf included), at most MAX_LATENCY_BUCKETS."""
+    try:
+        bound = float(le[:32])
+    except ValueError:
+        raise ValueError(f"{_E2E_BUCKET} bucket bound {le[:16]!r} is not a number") from None
+    if math.isnan(bound):
+        raise ValueError(f"{_E2E_BUCKET} bucket bound is NaN")
+    if bound not in into and len(into) >= MAX_LATENCY_BUCKETS:
+        raise ValueError(f"{_E2E_BUCKET} has more than {MAX_LATENCY_BUCKETS} buckets")
+    into[bound] += count
 
 
 _SWITCHBACK_INDEX = {name: i for i, name in enumerate(BAND_COUNTERS)}

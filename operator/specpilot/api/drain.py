@@ -127,7 +127,14 @@ class Drain:
     requests: int | None = None
 
     def to_status(self) -> dict[str, Any]:
+        """status.drain as a merge patch: a None removes the key."""
         return {"seconds": self.seconds, "source": self.source, "p99Seconds": self.p99_s, "requests": self.requests}
+
+    def said_by(self, status_drain: Any) -> bool:
+        """Whether status.drain as stored (a merge patch's None removed the key) already says this."""
+        def kept(d: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in d.items() if v is not None}
+        return isinstance(status_drain, dict) and kept(status_drain) == kept(self.to_status())
 
     def worth_writing(self, before: Drain) -> bool:
         """Whether status.drain should be written over `before`: the drain or its source changed, or the p99

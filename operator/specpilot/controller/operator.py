@@ -16,7 +16,7 @@ import kopf
 
 from specpilot.api import cel
 from specpilot.api.validate import DEFAULT_POLICY, Policy, crd_schema
-from specpilot.controller import gc_policy, kopf_session
+from specpilot.controller import drain, gc_policy, kopf_session
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.handlers import Scheduler, register
 from specpilot.controller.health import DEFAULT_STALL_S, LEADER, STANDBY, STOPPING, Health, serve
@@ -131,6 +131,7 @@ async def run_operator(opts: OperatorOptions) -> int:
     scheduler = Scheduler(Reconciler(writer, metrics, events, opts.policy, opts.serving), metrics)
     register(registry, scheduler, _configure)
     tuning_loop.register(registry, scheduler, opts.scrape)
+    drain.register(registry, scheduler, opts.scrape)
 
     @kopf.on.login(registry=registry)
     async def _login(**_: object) -> kopf.AiohttpSession:  # async: the session belongs to the loop

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from specpilot import render
-from specpilot.api import author_policy
+from specpilot.api import author_policy, drain
 from specpilot.api.models import SpeculativeDeployment
 from specpilot.api.validate import DEFAULT_POLICY, InvalidSpeculativeDeployment, Policy, load
 from specpilot.canary.tracks import TrackPlan, plan_from, plan_tracks
@@ -76,6 +76,9 @@ class Reconciler:
         # The track plan each object's children were last rendered for: a status.tuning write that
         # changes it needs a reconcile, although Kopf does not report status-only changes as updates.
         self.rendered: dict[tuple[str, str], TrackPlan] = {}
+        # Likewise the drain each object's children were last rendered with (status.drain, written by the drain
+        # measurement, is rendered into the `<name>-drain` ConfigMap).
+        self.rendered_drain: dict[tuple[str, str], int] = {}
         self.rendered_uids: set[tuple[str, str]] = set()  # (namespace, uid) reconciled since this operator started
         # Children per object by kind, and their sum (kept up to date, not summed per reconcile: that
         # was linear in the objects), for the managed-objects gauge.
@@ -100,6 +103,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self.rendered.pop((namespace, name), None)
+        self.rendered_drain.pop((namespace, name), None)
         self.applied.pop((namespace, name), None)
         uid = self.uids.pop((namespace, name), None)
         if uid is not None:
@@ -129,7 +133,9 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         enabled = bool(((obj.get("spec") or {}).get("tuning") or {}).get("enabled"))
-        return key in self.rendered and self.rendered[key] != plan_from(enabled, obj.get("status") or {})
+        status = obj.get("status") or {}
+        return key in self.rendered and (self.rendered[key] != plan_from(enabled, status)
+                                         or self.rendered_drain.get(key) != _drain_of(obj).seconds)
 
     def reconcile(self, namespace: str, name: str) -> str | None:
         """Reconcile the object as it is now; returns the metric result, None when it is gone."""
@@ -172,12 +178,14 @@ class Reconciler:
             return m.RESULT_INVALID
         self.metrics.invalid.labels(ns, name).set(0)
         plan = plan_tracks(sd, old_status)
+        drain_now = drain.in_force(sd.spec.engine.drain_seconds, old_status.get("drain"))
         try:
             desired = render.render(sd, plan.stable_n, plan.canary_pods_n, owner=render.owner_reference(obj),
                                     stable_schedule=_lists(plan.stable_schedule),
                                     canary_schedule=None if plan.canary_live else _lists(plan.canary_schedule),
                                     defaults=self.serving, stable_contender=plan.stable_contender,
-                                    canary_contender=plan.canary_contender, live=plan.live)
+                                    canary_contender=plan.canary_contender, live=plan.live,
+                                    drain_s=drain_now.seconds)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
             # what runs alone and say so; retrying would not help until the loop writes another plan.
@@ -186,7 +194,8 @@ class Reconciler:
             return m.RESULT_ERROR
         # Same generation and same plan, yet a child differs: someone edited it by hand.
         reverting = generation == old_status.get("observedGeneration") and \
-            self.rendered.get((ns, name), plan) == plan
+            self.rendered.get((ns, name), plan) == plan and \
+            self.rendered_drain.get((ns, name), drain_now.seconds) == drain_now.seconds
         uid = meta["uid"]
         self.uids[(ns, name)] = uid
         # The first reconcile after the operator starts reads live children (Kopf's initial listing of
@@ -196,6 +205,7 @@ class Reconciler:
         if conflicts:
             return self._blocked(obj, sd, plan, old_status, existing, conflicts)
         self.rendered[(ns, name)] = plan
+        self.rendered_drain[(ns, name)] = drain_now.seconds
         self.rendered_uids.add((ns, uid))
         first = "numSpeculativeTokens" not in old_status  # never reconciled to a running state before
         changes: list[str] = []  # what was created, updated, reverted or deleted, for the log
@@ -249,6 +259,8 @@ class Reconciler:
                                        sd.for_contender(plan.stable_contender).spec.speculative.method,
                                        st.served(rollout, plan), sd.spec.tuning.enabled)
         new_status.update(st.live_status(rollout, plan))
+        if not drain_now.said_by(old_status.get("drain")):
+            new_status["drain"] = drain_now.to_status()
         new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
         new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
                                                               conflicts=[], refused=refused)
@@ -392,6 +404,14 @@ class Reconciler:
 
     def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         write_changed(self.kube, path, old, new)
+
+
+def _drain_of(obj: dict[str, Any]) -> drain.Drain:
+    """The drain in force for an object as read (not validated: a spec value that is no whole number counts as
+    none, as the reconcile that validates it renders nothing)."""
+    seconds = ((obj.get("spec") or {}).get("engine") or {}).get("drainSeconds")
+    return drain.in_force(seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else None,
+                          (obj.get("status") or {}).get("drain"))
 
 
 def _announcement(obj: dict[str, Any], child: dict[str, Any], before: dict[str, Any] | None, first: bool,

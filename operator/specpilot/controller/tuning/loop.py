@@ -29,6 +29,7 @@ from specpilot.canary import resume, traffic
 from specpilot.canary.routing import CanaryRoute
 from specpilot.canary.tracks import plan_tracks
 from specpilot.controller import capacity
+from specpilot.controller.drain import DrainMeasure
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import KubeError, NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
@@ -83,6 +84,7 @@ class TuningLoop:
         self.http_route = CanaryRoute(self.kube, self.events, namespace, name)
         self.scrape_problem: str | None = None  # the last window's, as logged
         self.implausible: set[str] = set()  # tracks whose last window no engine could have counted, as logged
+        self.drain = DrainMeasure(scheduler, namespace, name)
 
     async def run(self, stopped: kopf.DaemonStopped, body: kopf.Body) -> None:
         log.info("tuning %s/%s: loop started", self.namespace, self.name)
@@ -207,6 +209,7 @@ class TuningLoop:
         pods = await self._own_pods(obj, deployments)
         targets = scrape.pod_targets(pods)
         scrapes = await self.scraper.scrape(targets)
+        await self._measure_drain(obj, sd, scrapes)
         now = time.time()
         problem = observe.scrape_problem(scrapes)
         if problem != self.scrape_problem:  # said when it starts, changes and ends, not every window
@@ -254,6 +257,17 @@ class TuningLoop:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)
         return pods
+
+    async def _measure_drain(self, obj: dict[str, Any], sd: SpeculativeDeployment,
+                             scrapes: list[scrape.PodScrape]) -> None:
+        """The automatic drain from this window's scrapes (controller/drain.py); a failure costs the drain's
+        update, not the window."""
+        try:
+            await self.drain.record(obj, sd.spec.engine.drain_seconds, scrapes)
+        except NotLeader:
+            raise
+        except Exception as exc:
+            log.warning("tuning %s/%s: drain not measured this window: %s", self.namespace, self.name, exc)
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
                       state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None,
