@@ -68,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--dry-run", action="store_true", help="print the argv and env as JSON and exit")
     p.add_argument("--grace-period", type=seconds, metavar="SECONDS",
                    help=f"how long vLLM may drain after SIGTERM/SIGINT before it is killed (default: the "
-                        f"config's shutdown_timeout_s + {TEARDOWN_S} s of teardown, or {DEFAULT_GRACE_S:g} "
-                        f"without one)")
+                        f"config's shutdown_timeout_s, or its drain_file's seconds read at the signal, + "
+                        f"{TEARDOWN_S} s of teardown, or {DEFAULT_GRACE_S:g} without one)")
     p.set_defaults(func=run)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import Any
 
 import kopf
@@ -87,8 +86,7 @@ class DrainMeasure:
                           sd_path(self.namespace, self.name), patch)
         if written and written[0][0].seconds != written[0][1].seconds:
             old, new = written[0]
-            p99_text = f"{p99:.3g} s" if p99 is not None and math.isfinite(p99) else "above the largest bucket"
-            message = f"drain {_text(old)} -> {_text(new)}: p99 {p99_text} over {requests} requests; {why}"
+            message = f"drain {_text(old)} -> {_text(new)}: {why}"  # `why` names the p99 and the requests
             self.events.normal(obj, DRAIN_CHANGED, message)
             log.info("drain %s/%s: %s", self.namespace, self.name, message)
 
