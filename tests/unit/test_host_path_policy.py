@@ -11,6 +11,7 @@ from specpilot.api.models import RESERVED_MOUNT_PATHS
 from specpilot.api.validate import Policy, load, validate_object
 from specpilot.cli import build_parser, main
 from specpilot.render import render_track
+from specpilot.render.pod import DRAIN_VOLUME
 
 HOST_PATH = "spec.engine.modelCache.hostPath"
 MOUNT_PATH = "spec.engine.modelCache.mountPath"
@@ -60,8 +61,9 @@ def test_a_claim_is_accepted_without_any_policy() -> None:
 
 def test_reserved_mount_paths_are_the_ones_the_pod_template_uses() -> None:
     deployment = next(o for o in render_track(load(sd({"claimName": "hf"}))) if o["kind"] == "Deployment")
+    # The drain.json mount is nested in /etc/specpilot, which is reserved with everything under it.
     mounts = {m["mountPath"] for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-              if m["name"] != "model-cache"}
+              if m["name"] not in ("model-cache", DRAIN_VOLUME)}
     assert mounts == set(RESERVED_MOUNT_PATHS)
 
 

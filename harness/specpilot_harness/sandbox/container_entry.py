@@ -23,10 +23,15 @@ def main(argv: list[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
-    for bind, read_only in [(b, False) for b in args.bind] + [(b, True) for b in args.bind_ro]:
-        src, _, dst = bind.partition("=")
+    binds = [(b.partition("=")[0], b.partition("=")[2], False) for b in args.bind] + \
+        [(b.partition("=")[0], b.partition("=")[2], True) for b in args.bind_ro]
+    # Parents first, and read-only only once every mount point exists: a mount nested in a read-only one
+    # (/etc/specpilot/drain in /etc/specpilot) gets its mount point made in the parent, as a kubelet makes it.
+    binds.sort(key=lambda b: b[1].rstrip("/").count("/"))
+    for src, dst, _ in binds:
         os.makedirs(dst, exist_ok=True)
         subprocess.run(["mount", "--bind", src, dst], check=True)
+    for _, dst, read_only in binds:
         if read_only:
             subprocess.run(["mount", "-o", "remount,bind,ro", dst], check=True)
     program = shutil.which(command[0], path=os.environ.get("PATH")) or command[0]

@@ -28,8 +28,9 @@ from specpilot.scrape.owners import owned_pods
 log = logging.getLogger(__name__)
 
 DRAIN_CHANGED = "DrainChanged"
-# How often the timer measures an untuned object: a drain follows the request mix, which moves over minutes
-# to hours, and each pass costs two lists and a scrape per pod.
+# How often the timer measures an untuned object (the first time this long after the operator meets it, so a
+# burst of new objects is not measured while it is being created): a drain follows the request mix, which moves
+# over minutes to hours, and each pass costs two lists and a scrape per pod.
 DRAIN_INTERVAL_S = 120.0
 # One pass (lists, scrapes, status write) at most: a slow API server or pod costs the pass, not the timer.
 PASS_TIMEOUT_S = 30.0
@@ -136,7 +137,7 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
 
     # Kopf's handler types allow a namespace of None; these resources are namespaced.
     @kopf.timer(GROUP, VERSION, PLURAL, id="drain", interval=DRAIN_INTERVAL_S,  # type: ignore[arg-type]
-                initial_delay=DRAIN_INTERVAL_S / 2, when=_untuned_automatic, registry=registry)
+                initial_delay=DRAIN_INTERVAL_S, when=_untuned_automatic, registry=registry)
     async def _drain(namespace: str, name: str, **_: Any) -> None:
         try:
             async with asyncio.timeout(PASS_TIMEOUT_S):
