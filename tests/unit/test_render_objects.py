@@ -220,7 +220,8 @@ def test_model_cache_and_token_secret() -> None:
 def test_render_command_prints_valid_objects_for_every_example(example: Path, capsys) -> None:
     assert main(["render", "-f", str(example)]) == 0
     objects = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Deployment", "Service"]
+    # The examples leave drainSeconds out: automatic, with its <name>-drain ConfigMap.
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Deployment", "Service", "ConfigMap"]
     for obj in objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 

@@ -13,7 +13,9 @@ from specpilot_runtime.speculative import MAX_NUM_SPECULATIVE_TOKENS
 from ..api import documents, kube_yaml
 from ..api.models import KIND
 from ..api.validate import InvalidSpeculativeDeployment, add_policy_arguments, load, policy_from, problem_lines
+from ..api.drain import DEFAULT_DRAIN_SECONDS
 from . import render_service, render_track
+from .drain import drain_config_map
 from .images import add_serving_arguments, serving_defaults_from
 from ..api.names import TRACKS
 
@@ -58,6 +60,8 @@ def _render(args: argparse.Namespace) -> int:
                 objects += render_track(sd, args.track, args.n, defaults=serving)
                 if args.track == "stable":
                     objects.append(render_service(sd))
+                    if sd.spec.engine.drain_seconds is None:  # automatic: the drain in force until measured
+                        objects.append(drain_config_map(sd, DEFAULT_DRAIN_SECONDS))
             except InvalidSpeculativeDeployment as err:
                 for line in problem_lines(doc, err.problems):
                     print(line, file=sys.stderr)
