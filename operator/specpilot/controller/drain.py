@@ -71,22 +71,22 @@ class DrainMeasure:
             return
         p99, requests = drain.p99_from_histogram(histogram), drain.requests_in(histogram)
         before = drain.in_force(None, (obj.get("status") or {}).get("drain"))
-        after, why = drain.measured(before, p99, requests)
+        after, _ = drain.measured(before, p99, requests)
         if not after.worth_writing(before):
             return
-        written: list[tuple[drain.Drain, drain.Drain]] = []
+        written: list[tuple[drain.Drain, drain.Drain, str]] = []
 
         def patch(status: dict[str, Any]) -> dict[str, Any]:
             # Re-based on the status as it is now (a reconcile or another pass may have written it).
             now = drain.in_force(None, status.get("drain"))
-            new, _ = drain.measured(now, p99, requests)
-            written[:] = [(now, new)]
+            new, why = drain.measured(now, p99, requests)
+            written[:] = [(now, new, why)]
             return {"drain": new.to_status()}
 
         await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name),
                           sd_path(self.namespace, self.name), patch)
         if written and written[0][0].seconds != written[0][1].seconds:
-            old, new = written[0]
+            old, new, why = written[0]
             message = f"drain {_text(old)} -> {_text(new)}: {why}"  # `why` names the p99 and the requests
             self.events.normal(obj, DRAIN_CHANGED, message)
             log.info("drain %s/%s: %s", self.namespace, self.name, message)
