@@ -73,7 +73,7 @@ class MergingApi(FakeApi):
         super().__init__(sd)
         self.events: list[dict[str, Any]] = []
 
-    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
+    def patch_status(self, path: str, status: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         self.calls.append("status")
         merged = self.sd.setdefault("status", {})
         for key, value in status.items():

@@ -11,6 +11,7 @@ from specpilot.api.models import API_VERSION, KIND
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.metrics import OperatorMetrics
 from specpilot.controller.reconcile import Reconciler
+from specpilot.controller.kube import KubeError
 
 
 class FakeApi:
@@ -43,10 +44,15 @@ class FakeApi:
         stored = self.children[(obj["kind"], obj["metadata"]["name"])] = self._stamp(obj)
         return copy.deepcopy(stored)
 
-    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
+    def patch_status(self, path: str, status: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        """As the API: merged, only onto the version the writer read, which it then moves on."""
         self.calls.append("status")
-        self.sd["status"] = status
-        return self.sd
+        if resource_version is not None and resource_version != self.sd["metadata"].get("resourceVersion"):
+            raise KubeError(409, "Conflict", "the object has been modified")
+        merged = {**(self.sd.get("status") or {}), **status}  # a merge patch: keys it leaves out stay
+        self.sd["status"] = {k: v for k, v in merged.items() if v is not None}
+        self.sd = self._stamp(self.sd)
+        return copy.deepcopy(self.sd)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         return obj  # Events
@@ -78,7 +84,7 @@ def test_a_new_object_is_reconciled_from_the_cache_and_a_deleted_child_comes_bac
         assert not reconciler.cache.observe("ADDED", copy.deepcopy(child))
     api.calls.clear()
     assert reconciler.reconcile("team", "chat") == "unchanged"
-    assert api.calls == ["get"]  # no list, no apply, status already current
+    assert api.calls == []  # no read (the body is known), no list, no apply, status already current
     gone = api.children.pop(("Deployment", "chat"))
     api.rv += 1
     gone["metadata"]["resourceVersion"] = str(api.rv)
@@ -97,7 +103,7 @@ def test_an_operator_that_did_not_see_the_object_created_lists_live_once() -> No
         ["list configmaps", "list deployments", "list services"]
     assert len(api.children) == 4  # found them (re-applied once, as after any restart): nothing new
     api.calls.clear()
-    assert fresh.reconcile("team", "chat") == "unchanged" and api.calls == ["get"]
+    assert fresh.reconcile("team", "chat") == "unchanged" and api.calls == []
 
 
 def test_the_log_says_what_a_reconcile_changed(caplog: Any) -> None:
@@ -113,7 +119,30 @@ def test_the_log_says_what_a_reconcile_changed(caplog: Any) -> None:
     assert reconciler.reconcile("team", "chat") == "unchanged"
     assert caplog.records == []  # nothing changed, nothing said
     api.sd["spec"]["speculative"]["numSpeculativeTokens"] = 0  # ngram cannot run N=0
+    reconciler.bodies.offer(copy.deepcopy(api.sd))  # the watch delivers the edit
     for _ in range(2):
         assert reconciler.reconcile("team", "chat") == "invalid"
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("reconciled team/chat: invalid spec, nothing applied: spec.")
+
+
+def test_a_reconcile_from_a_stale_body_writes_nothing_over_the_newer_status_and_the_retry_reads_afresh() -> None:
+    """Reconciles start from the body the watch delivered (no GET); their status write is conditional on its
+    resourceVersion, so a status someone wrote since (the tuning loop, another client) is never put back."""
+    import pytest
+
+    api = FakeApi(_sd())
+    reconciler = _reconciler(api)
+    reconciler.reconcile("team", "chat")
+    api.sd["metadata"]["generation"] = 2  # a spec edit, delivered: the reconcile has a status to write
+    api.sd = api._stamp(api.sd)
+    reconciler.bodies.offer(copy.deepcopy(api.sd))
+    api.sd["status"]["tuning"] = {"stableN": 5}  # then another client's write, not delivered yet
+    api.sd = api._stamp(api.sd)
+    api.calls.clear()
+    with pytest.raises(KubeError) as refused:
+        reconciler.reconcile("team", "chat")
+    assert refused.value.status == 409 and api.sd["status"]["tuning"] == {"stableN": 5}
+    assert reconciler.reconcile("team", "chat") == "unchanged"  # the Scheduler's retry: status only
+    assert "get" in api.calls and api.sd["status"]["tuning"] == {"stableN": 5}
+    assert api.sd["status"]["observedGeneration"] == 2

@@ -110,5 +110,6 @@ def test_a_child_the_api_server_refuses_is_said_in_status_and_recovers() -> None
     assert api.sd["status"]["readyReplicas"] == 0  # status written, not left empty
     api.refuse = False
     api.sd["metadata"]["generation"] = 2
+    reconciler.bodies.offer(copy.deepcopy(api.sd))  # the watch delivers the edit
     assert reconciler.reconcile("team", "chat") == "applied"
     assert _conditions(api)["ChildrenApplied"]["status"] == "True"

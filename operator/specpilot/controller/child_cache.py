@@ -69,7 +69,8 @@ def _relevant(obj: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": meta, "status": read}
 
 
-def _newer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+def newer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Whether `new` is at least as new as `old` (by resourceVersion; the newest delivery where not a number)."""
     if old is None:
         return True
     old_v, new_v = _version(old), _version(new)
@@ -124,7 +125,7 @@ class ChildCache:
         children = self._by.setdefault(parent, {}).setdefault(kind, {})
         tombstones = self._gone.setdefault(parent, {})
         held = children.get(name)
-        if not _newer(held or tombstones.get((kind, name)), obj):
+        if not newer(held or tombstones.get((kind, name)), obj):
             return False
         where = (parent[0], kind, name)
         if gone:

@@ -185,6 +185,7 @@ def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
         if event.get("type") == "DELETED":
             scheduler.forget(namespace, name)
             return
+        scheduler.reconciler.bodies.offer(obj)  # the reconcile it may ask for starts from it, not a GET
         if event.get("type") == "ADDED":
             scheduler.reconciler.born(namespace, name, body.get("metadata", {}).get("uid", ""))
         if scheduler.essence_changed(namespace, name, obj) or scheduler.reconciler.needs_render(obj):

@@ -204,9 +204,13 @@ class Kube:
         return self._call("PATCH", object_path(obj), body=obj, content_type=APPLY_PATCH,
                           query={"fieldManager": field_manager, "force": "true" if force else "false"})
 
-    def patch_status(self, path: str, status: dict[str, Any]) -> dict[str, Any]:
-        """Merge-patch `/status`; non-finite numbers become null (the one place status is written)."""
-        return self._call("PATCH", f"{path}/status", body={"status": finite(status)}, content_type=MERGE_PATCH)
+    def patch_status(self, path: str, status: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        """Merge-patch `/status`; non-finite numbers become null (the one place status is written). With
+        `resource_version`, only onto that version of the object (a 409 when it has moved since)."""
+        body: dict[str, Any] = {"status": finite(status)}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return self._call("PATCH", f"{path}/status", body=body, content_type=MERGE_PATCH)
 
     def delete(self, obj: dict[str, Any]) -> None:
         """Delete `obj`; with its uid known, only that very object (a 409 when the name now holds another:

@@ -20,6 +20,7 @@ from specpilot.controller import applied as ap
 from specpilot.controller import metric_names as m
 from specpilot.controller import model_cache as mc
 from specpilot.controller import status as st
+from specpilot.controller.bodies import Bodies
 from specpilot.controller.child_cache import ChildCache, controller_of
 from specpilot.controller.events import EventRecorder
 from specpilot.controller.kube import CHILD_REQUESTS, RECONCILE_WORKERS, Kube, KubeError, object_path, sd_path
@@ -71,6 +72,7 @@ class Reconciler:
                  policy: Policy = DEFAULT_POLICY, serving: render.ServingDefaults = render.DEFAULT_SERVING) -> None:
         self.kube, self.metrics, self.events, self.policy = kube, metrics, events, policy
         self.cache = ChildCache()  # fed by the child watches (handlers.py) and by what reconciles apply
+        self.bodies = Bodies()  # the objects themselves: their watch (handlers.py) and our status writes' answers
         self.uids: dict[tuple[str, str], str] = {}  # each object's uid, by (namespace, name), as last reconciled
         self.serving = serving  # cluster-wide serving image, pull secrets and runtime image
         # The track plan each object's children were last rendered for: a status.tuning write that
@@ -102,6 +104,7 @@ class Reconciler:
         return list(self._requests.map(attempt, items))
 
     def forget(self, namespace: str, name: str) -> None:
+        self.bodies.drop(namespace, name)
         self.rendered.pop((namespace, name), None)
         self.rendered_drain.pop((namespace, name), None)
         self.applied.pop((namespace, name), None)
@@ -139,13 +142,18 @@ class Reconciler:
 
     def reconcile(self, namespace: str, name: str) -> str | None:
         """Reconcile the object as it is now; returns the metric result, None when it is gone."""
-        obj = self.kube.get(sd_path(namespace, name))
+        obj = self.bodies.take(namespace, name)
+        if obj is None:
+            obj = self.kube.get(sd_path(namespace, name))
+            if obj is not None:
+                self.bodies.offer(obj)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return None
         started = time.monotonic()
         try:
             result = self._reconcile(obj)
         except Exception as exc:
+            self.bodies.drop(namespace, name)  # the retry reads afresh (a 409 said this body was older than the API's)
             self.metrics.reconciles.labels(namespace, name, m.RESULT_ERROR).inc()
             self.metrics.errors.labels(namespace, name, type(exc).__name__).inc()
             raise
@@ -160,9 +168,8 @@ class Reconciler:
         meta = obj["metadata"]
         ns, name, generation = meta["namespace"], meta["name"], meta.get("generation", 1)
         old_status = obj.get("status") or {}
-        path = sd_path(ns, name)
         if (meta.get("annotations") or {}).get(PAUSED_ANNOTATION) == "true":
-            self._write_status(path, old_status, st.paused_status(old_status, generation))
+            self._write_status(obj, old_status, st.paused_status(old_status, generation))
             return m.RESULT_PAUSED
         try:
             sd = load(obj, self.policy)
@@ -173,7 +180,7 @@ class Reconciler:
                 self.events.warning(obj, "InvalidSpec", message)
                 log.warning("reconciled %s/%s: invalid spec, nothing applied: %s", ns, name,
                             bounded(message, st.MAX_MESSAGE))
-            self._write_status(path, old_status, st.invalid_status(old_status, generation, message))
+            self._write_status(obj, old_status, st.invalid_status(old_status, generation, message))
             self.metrics.invalid.labels(ns, name).set(1)
             return m.RESULT_INVALID
         self.metrics.invalid.labels(ns, name).set(0)
@@ -264,7 +271,7 @@ class Reconciler:
         new_status["conditions"] = self._model_cache(obj, sd, old_status, new_status["conditions"], generation)
         new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
                                                               conflicts=[], refused=refused)
-        self._write_status(path, old_status, new_status)
+        self._write_status(obj, old_status, new_status)
         self.metrics.ready.labels(ns, name).set(rollout.ready)
         for track, n in (("stable", rollout.stable_n), ("canary", rollout.canary_n)):
             if n is not None:
@@ -335,7 +342,7 @@ class Reconciler:
                                        sd.spec.tuning.enabled)
         new_status["conditions"] = self._ownership_conditions(obj, old_status, new_status["conditions"], generation,
                                                               conflicts=said, refused=[])
-        self._write_status(sd_path(ns, name), old_status, new_status)
+        self._write_status(obj, old_status, new_status)
         return m.RESULT_CONFLICT
 
     def _ownership_conditions(self, obj: dict[str, Any], old_status: dict[str, Any], conds: list[dict[str, Any]],
@@ -402,8 +409,12 @@ class Reconciler:
                     out[(kind, child_name)] = child
         return out
 
-    def _write_status(self, path: str, old: dict[str, Any], new: dict[str, Any]) -> None:
-        write_changed(self.kube, path, old, new)
+    def _write_status(self, obj: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        written = write_changed(self.kube, sd_path(meta["namespace"], meta["name"]), old, new,
+                                meta.get("resourceVersion"))
+        if written is not None:
+            self.bodies.offer(written)
 
 
 def _drain_of(obj: dict[str, Any]) -> drain.Drain:

@@ -18,22 +18,28 @@ Status = dict[str, Any]
 CONFLICT_ATTEMPTS = 3
 
 
-def write_changed(kube: Kube, path: str, old: Status, new: Status) -> None:
-    """The reconciler's write: `new` (computed from `old`, the status it read), only when it changes a key."""
+def write_changed(kube: Kube, path: str, old: Status, new: Status,
+                  resource_version: str | None = None) -> dict[str, Any] | None:
+    """The reconciler's write: `new` (computed from `old`, the status it read at `resource_version`), only when
+    it changes a key; the object as written, None when nothing was."""
     if changed(old, new):
-        kube.patch_status(path, new)
+        return kube.patch_status(path, new, resource_version)
+    return None
 
 
-async def write_fresh(kube: Kube, lock: asyncio.Lock, path: str, patch_of: Callable[[Status], Status]) -> None:
+async def write_fresh(kube: Kube, lock: asyncio.Lock, path: str, patch_of: Callable[[Status], Status],
+                      written: Callable[[dict[str, Any]], None] | None = None) -> None:
     """The tuning loop's write: `patch_of` the status as it is now, under `lock`, so neither writer puts back a
-    stale conditions list; nothing when the object is gone."""
+    stale conditions list; nothing when the object is gone. `written` is given the object as written."""
     async with lock:
         for attempt in range(CONFLICT_ATTEMPTS):
             current = await asyncio.to_thread(kube.get, path)
             if current is None:
                 return
             try:
-                await asyncio.to_thread(kube.patch_status, path, patch_of(current.get("status") or {}))
+                answer = await asyncio.to_thread(kube.patch_status, path, patch_of(current.get("status") or {}))
+                if written is not None and isinstance(answer, dict):
+                    written(answer)
                 return
             except KubeError as exc:
                 if exc.status != 409 or attempt + 1 == CONFLICT_ATTEMPTS:

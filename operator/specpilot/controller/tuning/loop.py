@@ -289,7 +289,8 @@ class TuningLoop:
         return standing
 
     async def _write(self, patch_of: Callable[[Status], Status]) -> None:
-        await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name), self.path, patch_of)
+        await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name), self.path, patch_of,
+                          written=self.scheduler.reconciler.bodies.offer)
 
     async def stop_tuning(self) -> None:
         """Tuning was turned off or the object is being deleted: the route gets its original rules back,
