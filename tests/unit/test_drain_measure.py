@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from specpilot.api.drain import DEFAULT_DRAIN_SECONDS, MIN_AUTO_DRAIN_S
+from specpilot.controller import drain as drain_module
 from specpilot.controller.drain import DRAIN_CHANGED, DrainMeasure, merged_buckets
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.metrics import OperatorMetrics
@@ -160,3 +161,77 @@ def test_too_few_requests_keep_the_default_and_a_fixed_drain_is_never_measured()
     assert ("ConfigMap", "chat-drain") not in api.children
     engine = json.loads(api.children[("ConfigMap", "chat-engine")]["data"]["engine.json"])
     assert engine["shutdown_timeout_s"] == 200 and "drain_file" not in engine
+
+
+class FakeScraper:
+    """Every target answers with the same histogram; what was asked is kept."""
+
+    def __init__(self, buckets: tuple[tuple[float, float], ...]) -> None:
+        self.buckets, self.asked = buckets, []
+
+    async def scrape(self, targets: list[PodTarget]) -> list[PodScrape]:
+        self.asked.append([t.name for t in targets])
+        return [PodScrape(t, vm.Snapshot(e2e_latency_buckets=self.buckets)) for t in targets if t.ready]
+
+
+def _serving_pod(api: FakeApi, reconciler: Any) -> None:
+    """A Ready pod of the stable Deployment's ReplicaSet, as kube-controller-manager would make it."""
+    dep = copy.deepcopy(api.children[("Deployment", "chat")])
+    dep["metadata"]["uid"] = "d-1"  # as the API server gives it; the watch tells the reconciler
+    dep = api.children[("Deployment", "chat")] = api._stamp(dep)
+    reconciler.cache.observe("MODIFIED", copy.deepcopy(dep))
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    api.children[("ReplicaSet", "chat-1")] = {"metadata": {"name": "chat-1", "uid": "rs-1", "ownerReferences": [
+        {"controller": True, "uid": "d-1"}]}}
+    api.children[("Pod", "chat-1-a")] = {
+        "metadata": {"name": "chat-1-a", "uid": "p-1", "labels": labels,
+                     "ownerReferences": [{"controller": True, "uid": "rs-1"}]},
+        "spec": {"containers": [{"ports": [{"name": "http", "containerPort": 8000}]}]},
+        "status": {"podIP": "127.0.0.9", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_the_untuned_pass_measures_only_untuned_automatic_objects_with_ready_pods() -> None:
+    api = MergingApi(_sd())
+    untuned = copy.deepcopy(api.sd)
+    reconciler = _reconciler(api)
+    scheduler = Scheduler(reconciler, OperatorMetrics())
+    reconciler.reconcile("team", "chat")
+    _serving_pod(api, reconciler)
+    scraper = FakeScraper(((1.0, 150.0), (2.0, 200.0), (INF, 200.0)))
+    reconciler.bodies.drop("team", "chat")  # no watch here: each pass reads the object as this test edits it
+    run = drain_module.measure_once
+    api.sd["status"]["readyReplicas"] = 0
+    asyncio.run(run(scheduler, scraper, "team", "chat"))  # type: ignore[arg-type]
+    assert scraper.asked == []  # nothing serves yet: not even a list
+    api.sd["status"]["readyReplicas"] = 1
+    for spec_edit in ({"engine": {"drainSeconds": 200}}, {"tuning": {"enabled": True}}):
+        api.sd["spec"] = {**untuned["spec"], **spec_edit}
+        asyncio.run(run(scheduler, scraper, "team", "chat"))  # type: ignore[arg-type]
+        assert scraper.asked == []  # a fixed drain is never measured; a tuned object's loop measures
+    api.sd["spec"] = untuned["spec"]
+    asyncio.run(run(scheduler, scraper, "team", "chat"))  # type: ignore[arg-type]
+    assert scraper.asked == [["chat-1-a"]]
+    assert api.sd["status"]["drain"]["source"] == "measured" and api.sd["status"]["drain"]["requests"] == 200
+
+
+def test_one_loop_visits_every_reconciled_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = MergingApi(_sd())
+    reconciler = _reconciler(api)
+    scheduler = Scheduler(reconciler, OperatorMetrics())
+    reconciler.reconcile("team", "chat")
+    visits: list[tuple[str, str]] = []
+
+    async def visit(_scheduler: Scheduler, _scraper: Any, namespace: str, name: str) -> None:
+        visits.append((namespace, name))
+        if len(visits) == 2:
+            raise RuntimeError("a pod hiccup")  # logged; the loop goes on
+
+    monkeypatch.setattr(drain_module, "measure_once", visit)
+
+    async def some_rounds() -> None:
+        task = asyncio.create_task(drain_module.measure_all(scheduler, FakeScraper(()), interval_s=0.05))  # type: ignore[arg-type]
+        await asyncio.sleep(0.3)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    asyncio.run(some_rounds())
+    assert len(visits) >= 3 and set(visits) == {("team", "chat")}

@@ -2,8 +2,10 @@
 give a p99; api/drain.py decides the drain; status.drain records it, the reconciler renders it into the
 `<name>-drain` ConfigMap (needs_render sees status.drain move), and the runtime reads it when SIGTERM comes.
 
-Who measures: the tuning loop, every window, from the scrapes it takes anyway; without tuning, a Kopf timer
-every DRAIN_INTERVAL_S lists and scrapes the pods itself. Bounded in time; failures are logged, never raised.
+Who measures: the tuning loop, every window, from the scrapes it takes anyway; without tuning, one loop of the
+operator visits every object it reconciled once per DRAIN_INTERVAL_S and lists and scrapes the pods itself (not
+a Kopf timer per object: a timer puts Kopf's finalizer on every object, handlers.Scheduler.start_resync says
+why). Bounded in time; failures are logged, never raised.
 """
 
 from __future__ import annotations
@@ -15,9 +17,7 @@ from typing import Any
 import kopf
 
 from specpilot.api import drain
-from specpilot.api.models import GROUP, PLURAL, VERSION
 from specpilot.api.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
-from specpilot.api.validate import InvalidSpeculativeDeployment, load
 from specpilot.controller.handlers import Scheduler
 from specpilot.controller.kube import NotLeader, sd_path
 from specpilot.controller.reconcile import PAUSED_ANNOTATION
@@ -28,9 +28,9 @@ from specpilot.scrape.owners import owned_pods
 log = logging.getLogger(__name__)
 
 DRAIN_CHANGED = "DrainChanged"
-# How often the timer measures an untuned object (the first time this long after the operator meets it, so a
-# burst of new objects is not measured while it is being created): a drain follows the request mix, which moves
-# over minutes to hours, and each pass costs two lists and a scrape per pod.
+# How often an untuned object is measured (the first round this long after the operator starts, so a burst of
+# new objects is not measured while it is being created): a drain follows the request mix, which moves over
+# minutes to hours, and each pass costs two lists and a scrape per pod.
 DRAIN_INTERVAL_S = 120.0
 # One pass (lists, scrapes, status write) at most: a slow API server or pod costs the pass, not the timer.
 PASS_TIMEOUT_S = 30.0
@@ -92,9 +92,14 @@ class DrainMeasure:
             log.info("drain %s/%s: %s", self.namespace, self.name, message)
 
 
-def _untuned_automatic(spec: kopf.Spec, **_: Any) -> bool:
-    """The timer's objects: automatic drain, no tuning loop (which measures in its windows)."""
-    return (spec.get("engine") or {}).get("drainSeconds") is None and not (spec.get("tuning") or {}).get("enabled")
+def _untuned_automatic(obj: dict[str, Any]) -> bool:
+    """Read off the body as it is, not validated (validation runs CEL: too dear for every object every round; an
+    invalid spec's pods are measured harmlessly, and the reconciler renders nothing for it)."""
+    def field(parent: Any, key: str) -> dict[str, Any]:
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+    spec = field(obj, "spec")
+    return field(spec, "engine").get("drainSeconds") is None and field(spec, "tuning").get("enabled") is not True
 
 
 async def _own_pods(scheduler: Scheduler, obj: dict[str, Any], namespace: str, name: str) -> list[dict[str, Any]]:
@@ -108,41 +113,61 @@ async def _own_pods(scheduler: Scheduler, obj: dict[str, Any], namespace: str, n
 
 
 async def measure_once(scheduler: Scheduler, scraper: scrape.Scraper, namespace: str, name: str) -> None:
-    """One timer pass over one object: read it, list and scrape its ready pods, record."""
-    obj = await asyncio.to_thread(scheduler.reconciler.kube.get, sd_path(namespace, name))
+    """One pass over one object: read it (the body the watch delivered, else a GET), list and scrape its ready
+    pods, record; nothing for a tuned object (its loop measures), a fixed drain, or no ready pod."""
+    obj = scheduler.reconciler.bodies.take(namespace, name)
+    if obj is None:
+        obj = await asyncio.to_thread(scheduler.reconciler.kube.get, sd_path(namespace, name))
     if obj is None or obj["metadata"].get("deletionTimestamp") or \
             (obj["metadata"].get("annotations") or {}).get(PAUSED_ANNOTATION) == "true":
         return
-    if not (obj.get("status") or {}).get("readyReplicas"):
-        return  # nothing serves yet: no pod to list or scrape
-    try:
-        sd = load(obj, scheduler.reconciler.policy)
-    except InvalidSpeculativeDeployment:
-        return  # the reconciler reports it
-    if sd.spec.engine.drain_seconds is not None or sd.spec.tuning.enabled:
+    if not (obj.get("status") or {}).get("readyReplicas") or not _untuned_automatic(obj):
         return
     targets = scrape.pod_targets(await _own_pods(scheduler, obj, namespace, name))
     scrapes = await scraper.scrape(targets)
     await DrainMeasure(scheduler, namespace, name).record(obj, None, scrapes)
 
 
+async def _pass(scheduler: Scheduler, scraper: scrape.Scraper, namespace: str, name: str) -> None:
+    try:
+        async with asyncio.timeout(PASS_TIMEOUT_S):
+            await measure_once(scheduler, scraper, namespace, name)
+    except NotLeader:
+        raise
+    except Exception as exc:  # an API or pod hiccup costs this pass
+        log.warning("drain %s/%s: measurement skipped: %s", namespace, name, exc)
+
+
+async def measure_all(scheduler: Scheduler, scraper: scrape.Scraper, interval_s: float = DRAIN_INTERVAL_S) -> None:
+    """Every object the operator reconciled, once per interval, spread over it; until cancelled or no longer
+    the leader."""
+    await asyncio.sleep(interval_s)
+    while True:
+        keys = sorted(scheduler.reconciler.uids)
+        if not keys:
+            await asyncio.sleep(interval_s)
+        for key in keys:
+            await asyncio.sleep(interval_s / len(keys))
+            if key in scheduler.reconciler.uids:
+                try:
+                    await _pass(scheduler, scraper, *key)
+                except NotLeader:
+                    return  # the new leader measures
+
+
 def register(registry: kopf.OperatorRegistry, scheduler: Scheduler,
              limits: scrape.ScrapeLimits = scrape.ScrapeLimits()) -> None:
-    """The drain timer for untuned objects with an automatic drain, with a scraper of its own."""
+    """The measurement loop for untuned objects with an automatic drain, with a scraper of its own."""
     scraper = scrape.Scraper(limits)
+    tasks: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(registry=registry)
+    async def _start(**_: Any) -> None:
+        tasks.append(asyncio.create_task(measure_all(scheduler, scraper), name="drain-measure"))
 
     @kopf.on.cleanup(registry=registry)
     async def _close(**_: Any) -> None:
+        for task in tasks:  # Kopf would wait for a task born after its start
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await scraper.close()
-
-    # Kopf's handler types allow a namespace of None; these resources are namespaced.
-    @kopf.timer(GROUP, VERSION, PLURAL, id="drain", interval=DRAIN_INTERVAL_S,  # type: ignore[arg-type]
-                initial_delay=DRAIN_INTERVAL_S, when=_untuned_automatic, registry=registry)
-    async def _drain(namespace: str, name: str, **_: Any) -> None:
-        try:
-            async with asyncio.timeout(PASS_TIMEOUT_S):
-                await measure_once(scheduler, scraper, namespace, name)
-        except NotLeader:
-            pass  # the new leader measures
-        except Exception as exc:  # an API or pod hiccup costs this pass; Kopf's retries would only add load
-            log.warning("drain %s/%s: measurement skipped: %s", namespace, name, exc)
