@@ -114,7 +114,12 @@ class Scheduler:
                             namespace, name, exc)
                 return
             pause = self.retry.delay(min(failures - 1, 16))
-            log.warning("reconcile of %s/%s failed, retry %d in %.1fs: %s", namespace, name, failures, pause, exc)
+            if isinstance(exc, KubeError) and exc.status == 409:  # expected: another writer moved the object
+                log.info("reconcile of %s/%s: the object changed since it was read, re-reading it in %.1fs",
+                         namespace, name, pause)
+            else:
+                log.warning("reconcile of %s/%s failed, retry %d in %.1fs: %s", namespace, name, failures, pause,
+                            exc)
             self._keep(asyncio.ensure_future(self._later(pause, namespace, name)))
         else:
             if result == m.RESULT_REFUSED and not self._stopped:

@@ -35,9 +35,10 @@ REQUEST_TIMEOUT_S = 30.0
 # Threads that make API calls at once: reconciles (RECONCILE_WORKERS), everything else the event loop
 # hands to a thread (CONCURRENCY: the tuning loops' reads and writes, the Lease), Event posters; each needs
 # its own pooled connection, or urllib3 discards one and the next call pays a new TLS handshake.
-# Reconciles are CPU-bound under one GIL: 4 at once finish 1000 objects as fast as 8 did, each in less time
-# (reconcile p99 164 vs 273 ms at 1000 objects on 2 cores, docs/operator.md "Scale").
-RECONCILE_WORKERS = 4
+# Reconciles wait on a busy kube-apiserver and share one GIL: with the real control plane on 2 cores, 2 at once
+# had 1000 new objects Ready in 82 s with reconcile p99 404 ms, 4 at once in 113 s with 1157 ms (each
+# reconcile's requests queued behind the others'; docs/operator.md "Scale").
+RECONCILE_WORKERS = 2
 # A reconcile's requests about its children (reads of names it claims, applies) go out at once: one round trip
 # instead of one per child, which is most of a new object's reconcile while kube-apiserver is busy.
 CHILD_REQUESTS = 4
