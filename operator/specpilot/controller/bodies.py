@@ -10,7 +10,7 @@ import copy
 import threading
 from typing import Any
 
-from specpilot.controller.child_cache import Named, newer
+from specpilot.controller.child_cache import Named, newer, slim
 
 
 class Bodies:
@@ -26,7 +26,7 @@ class Bodies:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         with self._lock:
             if newer(self._by.get(key), obj):
-                self._by[key] = obj
+                self._by[key] = slim(obj)
 
     def take(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A copy of the newest body (a reconcile edits what it reads), None when there is none."""

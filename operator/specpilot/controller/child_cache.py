@@ -69,6 +69,15 @@ def _relevant(obj: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": meta, "status": read}
 
 
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` without metadata.managedFields, which nothing kept in memory reads and which is often most of an
+    object's size (a Deployment's field sets): a thousand objects' children cost tens of MiB less."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
 def newer(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     """Whether `new` is at least as new as `old` (by resourceVersion; the newest delivery where not a number)."""
     if old is None:
@@ -120,6 +129,7 @@ class ChildCache:
             return [a for a in dict.fromkeys(affected) if a[1]]
 
     def _put(self, parent: Parent, kind: str, obj: dict[str, Any], gone: bool) -> bool:
+        obj = slim(obj)
         meta = obj["metadata"]
         name = meta["name"]
         children = self._by.setdefault(parent, {}).setdefault(kind, {})
@@ -157,7 +167,7 @@ class ChildCache:
         with self._lock:
             kinds = self._by.setdefault(parent, {})
             if kind not in kinds:
-                kinds[kind] = {obj["metadata"]["name"]: obj for obj in listed}
+                kinds[kind] = {obj["metadata"]["name"]: slim(obj) for obj in listed}
                 for obj in listed:
                     self._where[(parent[0], kind, obj["metadata"]["name"])] = parent
 
