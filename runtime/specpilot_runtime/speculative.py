@@ -158,6 +158,8 @@ def schedule_method_message(method: str) -> str:
 # Keys vLLM reads only with rejection_sample_method synthetic, and the method-only switch.
 SYNTHETIC_KEYS = ("synthetic_acceptance_rates", "synthetic_acceptance_length")
 ADAPTIVE_VERIFICATION_METHODS = ("dspark",)
+# The key that turns on DSpark's confidence head (a shorter prefix verified when the draft is unsure).
+ADAPTIVE_VERIFICATION_KEY = "enable_adaptive_verification"
 
 ALLOWED_ENUMS: dict[str, tuple[str, ...]] = {
     "rejection_sample_method": ("standard", "synthetic", "block", "fly"),
@@ -356,8 +358,8 @@ def _check_cross_keys(cfg: SpeculativeConfig, path: str, tensor_parallel_size: i
                          f"{dtp} is neither 1 nor the target's tensor-parallel size ({tensor_parallel_size}, "
                          "spec.accelerator.count): vLLM refuses to start; use 1 or "
                          f"{tensor_parallel_size}"))
-    if extra.get("enable_adaptive_verification") and cfg.method not in ADAPTIVE_VERIFICATION_METHODS:
-        p.append(Problem(f"{path}.enable_adaptive_verification",
+    if extra.get(ADAPTIVE_VERIFICATION_KEY) and cfg.method not in ADAPTIVE_VERIFICATION_METHODS:
+        p.append(Problem(f"{path}.{ADAPTIVE_VERIFICATION_KEY}",
                          f"applies only to method {', '.join(ADAPTIVE_VERIFICATION_METHODS)}, not {cfg.method}: "
                          "vLLM refuses to start; remove it"))
     if extra.get("rejection_sample_method") != "synthetic":

@@ -162,6 +162,8 @@ CanaryMode = Literal["auto", "surge", "replace"]
 CanaryPods = Literal["surge", "replace"]
 # How a draft length is measured: canary pods started at it, or inside the serving pods, alternated live.
 TuningMeasure = Literal["canary", "switchback"]
+# Whether a tuned dspark deployment also tries its own config with adaptive verification on (api/adaptive.py).
+AdaptiveVerification = Literal["auto", "off"]
 
 
 def canary_pods(mode: CanaryMode, replicas: int, canary_replicas: int) -> CanaryPods:
@@ -348,6 +350,13 @@ class Tuning(_Model):
         description="Other methods (and drafts) for the same target, each with its own N: the tuner canaries "
                     "each, and promotes one only when measured better, so the stable track may change method "
                     "as well as N (method off: no speculation). Validated as spec.speculative is.")
+    adaptive_verification: AdaptiveVerification = Field(
+        "auto",
+        description="auto: with method dspark, the tuner also tries spec.speculative with vLLM's adaptive "
+                    "verification (enable_adaptive_verification: true; same draft and candidates) as one more "
+                    "alternative, the last, where vLLM can run it (GPUs with full CUDA graphs, no LoRA, no "
+                    "pipeline parallelism) and neither spec.speculative nor an alternative already sets it; "
+                    "off: it does not.")
     measure: TuningMeasure = Field(
         "canary",
         description="canary: every N is measured by canary pods started at it; switchback: draft lengths up to "
@@ -471,10 +480,12 @@ class SpeculativeDeployment(_Model):
 
     def for_contender(self, contender: int) -> "SpeculativeDeployment":
         """The same deployment running contender `contender`: 0 is spec.speculative, i >= 1 is
-        spec.tuning.alternatives[i - 1] (its candidates become the tuning candidates)."""
+        spec.tuning.alternatives[i - 1], or past them the implicit adaptive-verification contender (its
+        candidates become the tuning candidates)."""
         if contender == 0:
             return self
-        alt = (self.spec.tuning.alternatives or [])[contender - 1]
+        from .adaptive import contender_alternatives  # it builds on these models: imported here, not above
+        alt = contender_alternatives(self.spec)[contender - 1]
         speculative = Speculative.model_validate(alt.model_dump(exclude={"candidates", "progress_deadline"}))
         tuning = self.spec.tuning.model_copy(update={"candidates": alt.candidates or self.spec.tuning.candidates})
         spec = self.spec.model_copy(update={"speculative": speculative, "tuning": tuning})

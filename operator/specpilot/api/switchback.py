@@ -40,6 +40,8 @@ CAPTURE_SIZES_FLAG = "--cudagraph-capture-sizes"
 COMPILATION_FLAGS = frozenset({"--compilation-config", "-cc"})
 EAGER_FLAGS = frozenset({"--enforce-eager", "--no-enforce-eager"})
 PERFORMANCE_MODE_FLAG = "--performance-mode"
+LORA_FLAGS = frozenset({"--enable-lora", "--no-enable-lora"})
+PIPELINE_PARALLEL_FLAGS = frozenset({"--pipeline-parallel-size", "-pp"})
 # Keys of vLLM's compilation config that size the capture (as --compilation-config JSON or -cc.KEY=VALUE).
 MAX_CAPTURE_KEY = "max_cudagraph_capture_size"
 CAPTURE_SIZES_KEY = "cudagraph_capture_sizes"
@@ -109,6 +111,10 @@ class UserCapture:
     """What the user's engine args already say about graphs and batch sizes."""
 
     eager: bool = False  # --enforce-eager, or a compilation config with cudagraph_mode NONE
+    eager_index: int | None = None  # the arg that made it eager (validate names it)
+    graph_mode: tuple[int, str] | None = None  # the arg setting cudagraph_mode, and the mode as given
+    lora: int | None = None  # the arg enabling LoRA (--enable-lora), when the last such flag does
+    pipeline_parallel: _Setting | None = None  # --pipeline-parallel-size / -pp, the last one given
     throughput: bool = False
     max_num_seqs: _Setting | None = None
     max_batched_tokens: _Setting | None = None
@@ -155,8 +161,11 @@ def _compilation(found: UserCapture, i: int, arg: str, value: str) -> None:
         found.max_capture = _Setting(i, _whole(raw) if isinstance(raw, str) else _as_int(raw))
     if CAPTURE_SIZES_KEY in doc:
         found.sizes_listed = True
-    if str(doc.get(CUDAGRAPH_MODE_KEY, "")).upper() in ("NONE", "0"):
-        found.eager = True
+    if CUDAGRAPH_MODE_KEY in doc:
+        mode = str(doc[CUDAGRAPH_MODE_KEY])
+        found.graph_mode = (i, mode)
+        if mode.strip().upper() in ("NONE", "0"):
+            found.eager, found.eager_index = True, i
 
 
 def user_capture(args: list[str]) -> UserCapture:
@@ -167,6 +176,11 @@ def user_capture(args: list[str]) -> UserCapture:
             continue
         if named := reserved_flags_named(arg, EAGER_FLAGS):
             found.eager = named == ["--enforce-eager"]
+            found.eager_index = i if found.eager else None
+        elif named := reserved_flags_named(arg, LORA_FLAGS):
+            found.lora = i if named == ["--enable-lora"] else None
+        elif reserved_flags_named(arg, PIPELINE_PARALLEL_FLAGS):
+            found.pipeline_parallel = _Setting(i, _whole(_value(args, i)))
         elif reserved_flags_named(arg, frozenset({PERFORMANCE_MODE_FLAG})):
             found.throughput = _value(args, i) == "throughput"
         elif reserved_flags_named(arg, frozenset({MAX_NUM_SEQS_FLAG})):

@@ -24,7 +24,7 @@ from specpilot_runtime.report import MAX_PATH_CHARS, one_line, summarised
 from specpilot_runtime.speculative import (METHODS, OFF, REMOVED_METHODS, SCHEDULE_METHODS, Problem,
                                           SpeculativeConfig, max_n)
 
-from . import admission, author_policy, documents
+from . import adaptive, admission, author_policy, documents
 from .crd import open_api_schema
 from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, Speculative, SpeculativeDeployment,
                      SpeculativeDeploymentSpec, gpu_resource)
@@ -139,6 +139,7 @@ def spec_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     """The rules CEL cannot express, on an already schema-valid spec."""
     found = _contender_problems(spec)
     found += _alternative_problems(spec)
+    found += adaptive.problems(spec)
     found += arg_problems(spec.engine.args, "spec.engine.args", tuning=spec.tuning.enabled)
     found += _resource_problems(spec.engine.resources, gpu_resource(spec.accelerator))
     why = _no_schedule_reason(spec)
@@ -184,7 +185,7 @@ def _switchback_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
         return found
     # The widest pod any contender's stable track may start (a tournament may promote an alternative).
     deployment = SpeculativeDeployment(spec=spec)
-    n = max(started_n(deployment.for_contender(i)) for i in range(len(spec.tuning.alternatives or ()) + 1))
+    n = max(started_n(deployment.for_contender(i)) for i in range(len(adaptive.contender_alternatives(spec)) + 1))
     plan = capture_plan(spec.engine.args, spec.accelerator.vendor, n)
     return plan.problems if plan else []
 

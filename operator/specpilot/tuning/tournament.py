@@ -56,6 +56,8 @@ def standings(tour: Tournament, inner: TunerState, contenders: Sequence[Contende
     out = []
     for i, (c, e) in enumerate(zip(contenders, tour.entries)):
         row: dict[str, Any] = {"contender": i, "method": c.method}
+        if c.adaptive:
+            row["adaptiveVerification"] = True  # tells it from the same method's contender without
         if i == tour.stable:
             row.update(role="stable", n=inner.stable_n,
                        acceptedLength=accepted_length([r for r in inner.records if r.n == inner.stable_n]))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Sequence
 
+from specpilot.api.adaptive import contender_alternatives, wants_adaptive
 from specpilot.api.models import SpeculativeDeploymentSpec, Tuning
 from specpilot_runtime.speculative import OFF
 
@@ -43,6 +44,12 @@ class Contender:
     candidates: tuple[int, ...] = ()
     draft: str | None = None  # the draft checkpoint: two heads of one method are two contenders
     progress_deadline: str | None = None  # its canary's, when not spec.tuning.canary.progressDeadline
+    adaptive: bool = False  # enable_adaptive_verification on: another contender than the same drafter without
+
+    @property
+    def label(self) -> str:
+        """How the status and messages name it: the method, marked when it verifies adaptively."""
+        return f"{self.method}+adaptive" if self.adaptive else self.method
 
     def tuning(self, tuning: Tuning) -> Tuning:
         """The spec the N tuner sees while this contender is the stable's."""
@@ -51,7 +58,8 @@ class Contender:
         return tuning.model_copy(update={"candidates": list(self.candidates)}) if self.candidates else tuning
 
     def key(self) -> str:
-        return f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}:{self.draft or ''}"
+        key = f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}:{self.draft or ''}"
+        return key + ":adaptive" if self.adaptive else key  # unchanged without it: running tournaments resume
 
 
 @dataclass
@@ -181,11 +189,12 @@ class Tournament:
 
 
 def contenders_of(spec: SpeculativeDeploymentSpec) -> list[Contender]:
-    """spec.speculative (contender 0) and spec.tuning.alternatives (1, 2, ...) as the tuner sees them."""
+    """spec.speculative (contender 0) and spec.tuning.alternatives (1, 2, ...), then the implicit
+    adaptive-verification contender if any, as the tuner sees them."""
     ways = [(spec.speculative, spec.tuning.candidates, None),
-            *((a, a.candidates or spec.tuning.candidates, a.progress_deadline) for a in spec.tuning.alternatives or ())]
+            *((a, a.candidates or spec.tuning.candidates, a.progress_deadline) for a in contender_alternatives(spec))]
     return [Contender(s.method, s.num_speculative_tokens, s.block_size, tuple(sorted(set(c or ()))), s.draft_model,
-                      deadline) for s, c, deadline in ways]
+                      deadline, wants_adaptive(s)) for s, c, deadline in ways]
 
 
 def _index(value: Any, size: int) -> bool:

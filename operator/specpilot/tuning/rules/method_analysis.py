@@ -98,7 +98,7 @@ def method_rolled_back(a: MethodAnalysis) -> Action | None:
     if a.verdict.decision != Ruling.ROLLBACK:
         return None
     c = a.measure()
-    return end_canary(a.tour, a.inner, ActionKind.ROLLBACK, f"{c.method} N={a.tour.canary_n}: {a.verdict.reason}",
+    return end_canary(a.tour, a.inner, ActionKind.ROLLBACK, f"{c.label} N={a.tour.canary_n}: {a.verdict.reason}",
                        a.now, a.numbers)
 
 
@@ -115,7 +115,7 @@ def method_promoted(a: MethodAnalysis) -> Action:
                   a.inner.stable_n, tour.scale, back)
     tour.scale *= 1.0 + v.gain
     tour.stable = i
-    return end_canary(tour, a.inner, ActionKind.PROMOTE, f"{c.method} N={n}: {v.reason}", a.now, a.numbers)
+    return end_canary(tour, a.inner, ActionKind.PROMOTE, f"{c.label} N={n}: {v.reason}", a.now, a.numbers)
 
 
 METHOD_ANALYSIS_RULES = (method_health_gate, method_undecided, no_speculation_ruled, method_rolled_back,

@@ -57,7 +57,7 @@ def untried_first(x: Idle) -> Pick | None:
         return None
     value, cost = try_value(x.tuning.canary_margin, canary_share(x.tuning, x.obs))
     c = x.contenders[waiting[0]]
-    return waiting[0], c.n, (f"{c.method} untried: expected value {value:.2%} over cost {cost:.2%} "
+    return waiting[0], c.n, (f"{c.label} untried: expected value {value:.2%} over cost {cost:.2%} "
                              f"(its goodput is unknown until measured)")
 
 
@@ -88,7 +88,7 @@ def second_chance(x: Idle) -> Pick | None:
     if not retry:
         return None
     _, i, n, gain, worth, cost, chance = max(retry)
-    return i, n, (f"{x.contenders[i].method} at N={n} expected {gain:+.1%} against the stable (measured at "
+    return i, n, (f"{x.contenders[i].label} at N={n} expected {gain:+.1%} against the stable (measured at "
                   f"N={tour.entries[i].measured_n}): value {worth:.2%} over cost {cost:.2%}, "
                   f"{chance:.0%} chance of a promotion")
 

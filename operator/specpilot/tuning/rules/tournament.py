@@ -96,7 +96,7 @@ def n_tuner_decides(x: TournamentWindow) -> Step | None:
         return None
     t, inner, tuning = x.tour, x.inner, x.tuning
     waiting = untried(t, tuning, x.obs) if inner.canaries_in_round < tuning.max_canaries_per_round else []
-    wait = f"{x.contenders[waiting[0]].method} untried: it is canaried before N is tuned" if waiting else None
+    wait = f"{x.contenders[waiting[0]].label} untried: it is canaried before N is tuned" if waiting else None
     st, action = machine.step(inner, x.own, x.obs, x.now, wait)
     if action.kind == ActionKind.PROMOTE:
         gain = (st.history[-1].get("numbers", {}).get("verdict") or {}).get("gain_pct")
@@ -112,7 +112,7 @@ def stable_switching(x: TournamentWindow) -> Step | None:
     st, s, c = x.inner.copy(), x.obs.stable, x.contenders[x.tour.stable]
     if s is None or not _ready(s, st.stable_n, c.method) or x.obs.canary is not None:
         st.seq += 1
-        return st, Action(ActionKind.HOLD, st.stable_n, f"waiting for the stable track to run {c.method}")
+        return st, Action(ActionKind.HOLD, st.stable_n, f"waiting for the stable track to run {c.label}")
     return None
 
 
@@ -124,7 +124,7 @@ def stable_switched(x: TournamentWindow) -> Step | None:
     st, c = x.inner.copy(), x.contenders[x.tour.stable]
     x.tour.enter(Stage.IDLE, x.now)
     machine.record_window(st, x.obs)
-    return st, Action(ActionKind.HOLD, st.stable_n, f"stable track runs {c.method} N={st.stable_n}")
+    return st, Action(ActionKind.HOLD, st.stable_n, f"stable track runs {c.label} N={st.stable_n}")
 
 
 def method_canary_going(x: TournamentWindow) -> Step | None:
@@ -151,7 +151,7 @@ def method_canary_ready(x: TournamentWindow) -> Step | None:
     st = x.recorded
     t.analysis_from_seq = st.seq + 1
     t.enter(Stage.ANALYSING, x.now)
-    return st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{x.canary.method} canary ready", contender=t.canary)
+    return st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{x.canary.label} canary ready", contender=t.canary)
 
 
 def method_canary_late(x: TournamentWindow) -> Step | None:
@@ -162,7 +162,7 @@ def method_canary_late(x: TournamentWindow) -> Step | None:
     c = x.canary
     if x.now - t.stage_since > duration_seconds(c.progress_deadline or x.tuning.canary.progress_deadline):
         st = x.recorded
-        return st, fail(t, st, f"{c.method} canary not ready within progressDeadline", x.now)
+        return st, fail(t, st, f"{c.label} canary not ready within progressDeadline", x.now)
     return None
 
 
@@ -171,7 +171,7 @@ def method_canary_starting(x: TournamentWindow) -> Step | None:
     t = x.tour
     if t.stage != Stage.STARTING:
         return None
-    return x.recorded, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {x.canary.method} canary",
+    return x.recorded, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"waiting for the {x.canary.label} canary",
                               contender=t.canary)
 
 
