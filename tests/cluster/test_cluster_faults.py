@@ -324,5 +324,7 @@ def test_pod_security_enforced_mid_round(faulty: Cluster) -> None:
     refused = [e for e in events(faulty, ns, "FailedCreate") if e["involvedObject"]["name"].startswith("sd-canary-")]
     assert refused and 'violates PodSecurity "restricted:latest"' in refused[0]["message"], refused
     rollback = [h for h in out.tuning["history"] if h["action"] == "rollback"][0]
+    # Rolled back for what it is, with the API server's words, not when progressDeadline ran out.
+    assert "refused by the API server" in rollback["reason"] and "violates PodSecurity" in rollback["reason"], rollback
     _report("psa", out, rollback=json.dumps(rollback.get("reason", "")[:200]),
             tuning_condition=json.dumps(condition(faulty, ns, "sd", "Tuning").get("message", "")[:200]))

@@ -364,3 +364,19 @@ def test_a_round_stopped_by_its_budget_is_not_reopened_on_the_same_load_mix() ->
                   tuning.objective, tuning.margin_for(state.method), 0.25, exclude=state.tried).next_canary
     assert wanted is not None  # the planner still sees a canary worth it: the budget is what stopped it
     assert set(state.to_status()["convergedLoads"]) == {256.0}
+
+
+def test_a_canary_whose_pods_the_api_server_refuses_is_rolled_back_at_once_saying_why() -> None:
+    """Pod Security admission (or a quota, a webhook) refuses the canary's pods: waiting out progressDeadline
+    would change nothing, so the next window rolls it back with the API server's words."""
+    import dataclasses
+
+    dep = FakeDeployment(stable_n=3, canary_never_ready=True)
+    state, _ = run(dep, TunerState.new("mtp", 3), until="canary_starting")
+    obs = dep.observe()
+    assert obs.canary is not None
+    why = 'pods "sd-canary-x" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
+    refused = dataclasses.replace(obs, canary=dataclasses.replace(obs.canary, refused=why))
+    state, action = step(state, TUNING, refused, dep.now())
+    assert action.kind == "rollback" and why in action.reason and "refused by the API server" in action.reason
+    assert state.canary_n is None

@@ -108,6 +108,16 @@ def test_a_method_canary_not_ready_by_its_deadline_fails() -> None:
     assert action.kind == ActionKind.KEEP_ANALYSING and action.reason == "waiting for the ngram canary"
 
 
+def test_a_method_canary_whose_pods_are_refused_fails_at_once_saying_why() -> None:
+    why = 'pods "sd-canary-x" is forbidden: violates PodSecurity "restricted:latest"'
+    refused = window(Stage.STARTING, canary=TrackWindow(4, Snapshot(), ready_pods=0, desired_pods=1, refused=why))
+    _, action = stages.method_canary_refused(refused)
+    assert action.kind == ActionKind.ROLLBACK and why in action.reason and refused.tour.entries[1].failure
+    assert refused.tour.stage == Stage.ROLLING_BACK
+    assert stages.method_canary_refused(window(Stage.STARTING, canary=READY_CANARY)) is None
+    assert stages.method_canary_refused(window(Stage.STARTING)) is None
+
+
 def test_a_promoted_method_canary_hands_the_n_tuner_to_its_contender(monkeypatch: pytest.MonkeyPatch) -> None:
     def promoted(a: Any) -> Action:
         a.tour.stable, a.tour.entries[1].measured_n = 1, 4
@@ -122,7 +132,8 @@ def test_the_stage_rules_run_in_order_and_step_is_their_first_decision() -> None
     assert stages.STAGE_RULES == (
         stages.no_tournament, stages.method_canary_picked, stages.n_tuner_decides, stages.stable_switching,
         stages.stable_switched, stages.method_canary_going, stages.method_canary_gone, stages.method_canary_ready,
-        stages.method_canary_late, stages.method_canary_starting, stages.method_canary_analysed)
+        stages.method_canary_refused, stages.method_canary_late, stages.method_canary_starting,
+        stages.method_canary_analysed)
     tour = Tournament.new(CONTENDERS)
     tour.stage = Stage.ROLLING_BACK
     new, st, action = tournament.step(tour, TunerState.new("eagle3", 3), TUNING, CONTENDERS,

@@ -50,7 +50,8 @@ def _version(obj: dict[str, Any]) -> int | None:
     return int(rv) if isinstance(rv, str) and rv.isascii() and rv.isdigit() and len(rv) <= MAX_VERSION_DIGITS else None
 
 
-# A Deployment's status fields a reconcile reads (controller/status.py rollout_of); kube-controller-manager
+# A Deployment's status fields a reconcile reads (controller/status.py rollout_of, with its Progressing reason and
+# its ReplicaFailure message); kube-controller-manager
 # rewrites the rest (conditions' timestamps, availability counts) several times per rollout.
 DEPLOYMENT_STATUS_READ = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas")
 
@@ -64,8 +65,10 @@ def _relevant(obj: dict[str, Any]) -> dict[str, Any]:
     read: dict[str, Any] = {}
     if obj.get("kind") == "Deployment" and status:
         read = {k: status.get(k) for k in DEPLOYMENT_STATUS_READ}
-        read["progressing"] = next((c.get("reason") for c in status.get("conditions") or []
-                                    if isinstance(c, dict) and c.get("type") == "Progressing"), None)
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        read["progressing"] = next((c.get("reason") for c in conditions if c.get("type") == "Progressing"), None)
+        read["refused"] = next((c.get("message") for c in conditions
+                                if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
     return {**{k: v for k, v in obj.items() if k not in ("metadata", "status")}, "metadata": meta, "status": read}
 
 

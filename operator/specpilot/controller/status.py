@@ -16,6 +16,21 @@ PHASE_DEGRADED, PHASE_INVALID, PHASE_PAUSED = "Degraded", "Invalid", "Paused"
 # Characters of a condition's message (metav1.Condition allows 32768): enough for every reason the operator
 # gives, while text it quotes (a pod's failure, the scheduler's words, a spec value) cannot grow the object.
 MAX_MESSAGE = 4096
+# Characters kept of the API server's refusal of a track's pods: its Pod Security message names every
+# violation, which fits.
+MAX_REFUSAL = 1024
+
+
+def refusal(deployment: dict[str, Any] | None) -> str | None:
+    """Why the API server refuses to create the Deployment's pods: its ReplicaFailure condition (which
+    kube-controller-manager copies from the ReplicaSet when a pod create fails: Pod Security admission, a
+    quota, a webhook), None when there is none."""
+    status = (deployment or {}).get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for c in conditions if isinstance(conditions, list) else []:
+        if isinstance(c, dict) and c.get("type") == "ReplicaFailure" and c.get("status") == "True":
+            return bounded(str(c.get("message") or c.get("reason") or "pod creation failed"), MAX_REFUSAL)
+    return None
 
 
 def _now() -> str:
@@ -56,6 +71,7 @@ class Rollout:
     deadline_exceeded: bool     # the Deployment's Progressing condition says ProgressDeadlineExceeded
     stable_n: int | None
     canary_n: int | None
+    refused: str | None = None  # why the API server refuses the stable's pods (refusal), None if it does not
 
 
 def rollout_of(stable: dict[str, Any] | None, canary: dict[str, Any] | None, n_label: str) -> Rollout:
@@ -71,7 +87,7 @@ def rollout_of(stable: dict[str, Any] | None, canary: dict[str, Any] | None, n_l
     return Rollout(desired=desired, replicas=replicas, ready=st.get("readyReplicas", 0), updated=updated,
                    complete=bool(stable) and caught_up and updated == desired and replicas == desired,
                    deadline_exceeded=progressing.get("reason") == "ProgressDeadlineExceeded",
-                   stable_n=n_of(stable), canary_n=n_of(canary))
+                   stable_n=n_of(stable), canary_n=n_of(canary), refused=refusal(stable))
 
 
 def served(rollout: Rollout, plan: TrackPlan) -> Rollout:
@@ -101,7 +117,8 @@ def running_status(old: dict[str, Any], generation: int, method: str, rollout: R
     was_ready = (condition(old, READY) or {}).get("status") == "True"
     # Lost pods outside any rollout (a rollout's own churn is Progressing, not Degraded), or a rollout
     # that stopped making progress.
-    degraded = rollout.deadline_exceeded or (was_ready and rollout.complete and not serving)
+    refused = rollout.refused is not None and not serving
+    degraded = rollout.deadline_exceeded or refused or (was_ready and rollout.complete and not serving)
     if (condition(old, DEGRADED) or {}).get("status") == "True" and not ready:
         degraded = True  # stays degraded until every pod is back
     counts = f"{rollout.ready}/{rollout.desired} stable replicas ready"
@@ -114,8 +131,11 @@ def running_status(old: dict[str, Any], generation: int, method: str, rollout: R
                           else f"stable rolling to N={rollout.stable_n}: {rollout.updated}/{rollout.desired} updated",
                           generation)
     conds = set_condition(conds, DEGRADED, "True" if degraded else "False",
+                          "PodsRefused" if refused else
                           "ProgressDeadlineExceeded" if rollout.deadline_exceeded else
-                          "ReplicasUnavailable" if degraded else "AsExpected", counts, generation)
+                          "ReplicasUnavailable" if degraded else "AsExpected",
+                          f"{counts}; the API server refuses the pods: {rollout.refused}" if refused else counts,
+                          generation)
     if not tuning_enabled:
         conds = set_condition(conds, TUNING, "False", "Disabled", "spec.tuning.enabled is false", generation)
     elif condition(old, TUNING) is None or (condition(old, TUNING) or {}).get("reason") == "Disabled":

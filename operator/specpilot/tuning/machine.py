@@ -107,8 +107,12 @@ def _unwanted(state: TunerState, tuning: Tuning) -> str | None:
 
 
 def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: float) -> Action:
-    """Wait for the canary's pods to be Ready (rolled back past progressDeadline)."""
+    """Wait for the canary's pods to be Ready (rolled back past progressDeadline, or at once when the API
+    server refuses to create them)."""
     c = obs.canary
+    if c is not None and c.n == state.canary_n and c.refused is not None and c.ready_pods < c.desired_pods:
+        # Waiting out progressDeadline would change nothing: the same template is refused every time.
+        return rollback(state, now, f"canary pods refused by the API server: {c.refused}", {})
     if c is not None and c.n == state.canary_n and c.ready_pods >= c.desired_pods > 0:
         # This window straddles the restart and warm-up; analysis starts with the next one, or later while
         # the canary's step time is still settling (warmup.py).

@@ -69,6 +69,9 @@ class TrackWindow:
     # vLLM engines per pod (its data-parallel size): each runs its own batch, so the load a step time
     # belongs to is the pod's sequences over its engines.
     engines: int = 1
+    # Why the API server refuses to create the track's pods (its Deployment's ReplicaFailure condition, e.g.
+    # Pod Security admission), None while it creates them: a canary refused never becomes Ready.
+    refused: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from specpilot_runtime.vllm_metrics import Snapshot
 from specpilot.api.names import N_LABEL, TRACK_LABEL
 from specpilot.display import some_of
 from specpilot.canary.tracks import TrackPlan
+from specpilot.controller.status import refusal
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.switchback import arm_snapshot, cut
 from specpilot.scrape.windows import TrackDelta
@@ -60,7 +61,7 @@ def track_window(deployment: dict[str, Any] | None, targets: list[PodTarget],
     got = deltas.get((track, n))
     return TrackWindow(n=n, delta=got.delta if got else Snapshot(), ready_pods=ready if got else 0,
                        desired_pods=int((deployment.get("spec") or {}).get("replicas", 0)),
-                       errors=float(got.restarts) if got else 0.0, engines=engines)
+                       errors=float(got.restarts) if got else 0.0, engines=engines, refused=refusal(deployment))
 
 
 def observations(deployments: list[dict[str, Any]], targets: list[PodTarget],

@@ -154,6 +154,18 @@ def method_canary_ready(x: TournamentWindow) -> Step | None:
     return st, Action(ActionKind.KEEP_ANALYSING, t.canary_n, f"{x.canary.label} canary ready", contender=t.canary)
 
 
+def method_canary_refused(x: TournamentWindow) -> Step | None:
+    """Starting, and the API server refuses to create the method canary's pods (Pod Security admission, a
+    quota, a webhook): the canary failed (`fail`) now, not at progressDeadline (the same template would be
+    refused every time)."""
+    t, c = x.tour, x.obs.canary
+    if t.stage != Stage.STARTING or c is None or c.n != t.canary_n or c.refused is None \
+            or c.ready_pods >= c.desired_pods:
+        return None
+    st = x.recorded
+    return st, fail(t, st, f"{x.canary.method} canary pods refused by the API server: {c.refused}", x.now)
+
+
 def method_canary_late(x: TournamentWindow) -> Step | None:
     """Starting past progressDeadline (the contender's own, else the spec's): the canary failed (`fail`)."""
     t = x.tour
@@ -192,5 +204,5 @@ def method_canary_analysed(x: TournamentWindow) -> Step:
 
 
 STAGE_RULES = (no_tournament, method_canary_picked, n_tuner_decides, stable_switching, stable_switched,
-               method_canary_going, method_canary_gone, method_canary_ready, method_canary_late,
+               method_canary_going, method_canary_gone, method_canary_ready, method_canary_refused, method_canary_late,
                method_canary_starting, method_canary_analysed)
