@@ -58,7 +58,7 @@ def decision_event(entry: dict[str, Any], contenders: Sequence[Contender] = (), 
     schedule = entry.get("schedule")
     served = f" schedule {schedule_text(schedule)}" if isinstance(schedule, list) and schedule else ""
     who = entry.get("contender")
-    method = f" {contenders[who].method}" if isinstance(who, int) and 0 <= who < len(contenders) else ""
+    method = f" {contenders[who].label}" if isinstance(who, int) and 0 <= who < len(contenders) else ""
     pods = f"; {placement}" if placement and action == ActionKind.START_CANARY else ""
     message = (f"{action}{method} N={entry.get('n')}{served} (round {entry.get('round')}): "
                f"{entry.get('reason', '')}{pods}")

@@ -68,9 +68,9 @@ def tuning_condition(state: TunerState, action: Action, tour: Tournament | None 
     stable = f"stable N={state.stable_n}"
     canary = f", canary N={state.canary_n}" if state.canary_n is not None else ""
     if tour is not None and contenders:
-        stable = f"stable {contenders[tour.stable].method} N={state.stable_n}"
+        stable = f"stable {contenders[tour.stable].label} N={state.stable_n}"
         if tour.canary is not None:
-            canary = f", canary {contenders[tour.canary].method} N={tour.canary_n}"
+            canary = f", canary {contenders[tour.canary].label} N={tour.canary_n}"
     return "True", PHASE_REASONS[state.phase], f"round {state.round}, {stable}{canary}: {action.reason}"
 
 
