@@ -77,20 +77,24 @@ async def test_a_frozen_leader_writes_nothing_after_the_standby_takes_over(tmp_p
                 got = await api.get(f"/api/v1/namespaces/{NS}/configmaps",
                                     params={"labelSelector": f"{DEPLOYMENT_LABEL}={name}"})
                 return got.json()["items"]
+
+            async def engine_config_map() -> bool:
+                return any(c["metadata"]["name"] == f"{name}-engine" for c in await config_maps())
+
             await _eventually("old to reconcile", lambda: observed(1))
 
             old.send_signal(signal.SIGSTOP)  # frozen: its Lease runs out, its watches keep filling up
             n = sd["spec"]["speculative"]["numSpeculativeTokens"]
             patch = {"spec": {"speculative": {"numSpeculativeTokens": n + 1}}}
             (await api.patch(path, json=patch, headers={"Content-Type": "application/merge-patch+json"})).raise_for_status()
-            (cm,) = await config_maps()
+            (cm,) = [c for c in await config_maps() if c["metadata"]["name"] == f"{name}-engine"]
             (await api.delete(f"/api/v1/namespaces/{NS}/configmaps/{cm['metadata']['name']}")).raise_for_status()
 
             new = await _operator("new", kubeconfig, tmp_path / "new.log")
             procs.append(new)
             await _eventually("new to take the Lease over", lambda: _is(holder(), "new"))
             await _eventually("new to reconcile the change", lambda: observed(2))
-            await _eventually("new to restore the ConfigMap", config_maps)
+            await _eventually("new to restore the ConfigMap", engine_config_map)
 
             mark = len(writes())
             old.send_signal(signal.SIGCONT)  # wakes up with a backlog of events and a stale belief
