@@ -10,7 +10,8 @@ from specpilot_runtime.drain import DRAIN_FILE, drain_json
 
 from ..api.drain import MAX_AUTO_DRAIN_S
 from ..api.models import SpeculativeDeployment
-from ..api.names import drain_config_map_name, owned_labels
+from ..api.names import drain_config_map_name
+from .mounted_files import file_config_map
 
 
 def pod_drain_s(sd: SpeculativeDeployment) -> int:
@@ -22,11 +23,4 @@ def pod_drain_s(sd: SpeculativeDeployment) -> int:
 
 def drain_config_map(sd: SpeculativeDeployment, seconds: int, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ConfigMap carrying `seconds` as drain.json, labelled as every child and owned by `owner` when given."""
-    name = sd.metadata["name"]
-    meta: dict[str, Any] = {"name": drain_config_map_name(name)}
-    if sd.metadata.get("namespace"):
-        meta["namespace"] = sd.metadata["namespace"]
-    meta["labels"] = owned_labels(name)
-    if owner is not None:
-        meta["ownerReferences"] = [dict(owner)]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {DRAIN_FILE: drain_json(seconds)}}
+    return file_config_map(sd, drain_config_map_name(sd.metadata["name"]), DRAIN_FILE, drain_json(seconds), owner)

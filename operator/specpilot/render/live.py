@@ -9,17 +9,11 @@ from typing import Any
 from specpilot_runtime.live import LIVE_FILE, LiveConfig
 
 from ..api.models import SpeculativeDeployment
-from ..api.names import live_config_map_name, owned_labels
+from ..api.names import live_config_map_name
+from .mounted_files import file_config_map
 
 
 def live_config_map(sd: SpeculativeDeployment, config: LiveConfig,
                     owner: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ConfigMap carrying `config` as live.json, labelled as every child and owned by `owner` when given."""
-    name = sd.metadata["name"]
-    meta: dict[str, Any] = {"name": live_config_map_name(name)}
-    if sd.metadata.get("namespace"):
-        meta["namespace"] = sd.metadata["namespace"]
-    meta["labels"] = owned_labels(name)
-    if owner is not None:
-        meta["ownerReferences"] = [dict(owner)]
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {LIVE_FILE: config.to_json()}}
+    return file_config_map(sd, live_config_map_name(sd.metadata["name"]), LIVE_FILE, config.to_json(), owner)
