@@ -172,19 +172,19 @@ async def _life_of_a_speculative_deployment(api: httpx.AsyncClient, lease_path: 
 
     await _eventually("the first reconcile", lambda: reconciled(1))
     await _eventually("the SpeculativeDeployment to be Ready (its pods scheduled and ready)", ready)
-    (child,) = await children()
-    (await api.delete(f"/api/v1/namespaces/{WATCHED}/configmaps/{child['metadata']['name']}")).raise_for_status()
-    await _eventually("the deleted ConfigMap to be restored", lambda: _nonempty(children()))
+    engine = f"{name}-engine"
+
+    async def engine_config() -> bool:
+        return any(c["metadata"]["name"] == engine for c in await children())
+
+    (await api.delete(f"/api/v1/namespaces/{WATCHED}/configmaps/{engine}")).raise_for_status()
+    await _eventually("the deleted ConfigMap to be restored", engine_config)
     patch = {"spec": {"speculative": {"numSpeculativeTokens": sd["spec"]["speculative"]["numSpeculativeTokens"] + 1}}}
     (await api.patch(sd_path, json=patch, headers={"Content-Type": "application/merge-patch+json"})).raise_for_status()
     await _eventually("the spec change to be reconciled", lambda: reconciled(2))
     (await api.delete(sd_path)).raise_for_status()
     await _eventually("the SpeculativeDeployment to be gone", lambda: _gone(api, sd_path))
     await _eventually("its ConfigMaps, Services and Deployments to be gone", no_children)
-
-
-async def _nonempty(items: Awaitable[list[Any]]) -> bool:
-    return bool(await items)
 
 
 async def _gone(api: httpx.AsyncClient, path: str) -> bool:
