@@ -104,6 +104,8 @@ def _round(cluster: Cluster, ns: str, on_canary: Callable[[], Any] = lambda: Non
                  timeout=30)
         ready = wait_for(f"{ns}: Ready", _tolerant(lambda: condition(cluster, ns, "sd", "Ready")
                                                    .get("status") == "True"), timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_what_the_operator_did(cluster, ns)}") from None
     finally:
         stop_load(load)
         rec.stop()
@@ -111,6 +113,22 @@ def _round(cluster: Cluster, ns: str, on_canary: Callable[[], Any] = lambda: Non
                   round(time.monotonic() - started, 1))
     cluster.kubectl("delete", "sd", "sd", "-n", ns, "--wait=false")
     return out
+
+
+def _what_the_operator_did(cluster: Cluster, ns: str, lines: int = 40) -> str:
+    """For a round that gave up: the object's status and what every operator process logged about the
+    round's namespace and its Lease, so that a CI failure says where the round stood."""
+    try:
+        said = [f"status: {json.dumps(tuning(cluster, ns, 'sd'))[-1500:]}",
+                f"conditions: {json.dumps(condition(cluster, ns, 'sd', 'Tuning'))}"]
+    except (AssertionError, subprocess.TimeoutExpired) as exc:
+        said = [f"status unreadable: {exc}"]
+    for op in cluster.operators:
+        text = op.log.read_text(errors="replace").splitlines() if op.log.exists() else []
+        mine = [line[:300] for line in text if f"{ns}/" in line or "lease" in line.lower() or "leader" in line]
+        said.append(f"--- {op.log.name} ({len(text)} lines, exit {op.proc.poll()}), last {lines} about {ns}:")
+        said += mine[-lines:]
+    return "\n".join(said)
 
 
 def _holds(out: Outcome) -> None:

@@ -146,3 +146,32 @@ def test_a_reconcile_from_a_stale_body_writes_nothing_over_the_newer_status_and_
     assert reconciler.reconcile("team", "chat") == "unchanged"  # the Scheduler's retry: status only
     assert "get" in api.calls and api.sd["status"]["tuning"] == {"stableN": 5}
     assert api.sd["status"]["observedGeneration"] == 2
+
+
+def test_a_child_whose_apply_met_a_conflict_is_announced_as_updated_by_the_retry(caplog: Any) -> None:
+    """A 409 on an apply is retried; the retry does what the first attempt did not, and says so, rather than
+    "reverted a change made outside the spec" (the render it failed to apply is not a hand edit)."""
+    import pytest
+
+    caplog.set_level("INFO", logger="specpilot.controller.reconcile")
+    api = FakeApi(_sd())
+    reconciler = _reconciler(api)
+    reconciler.reconcile("team", "chat")
+    assert reconciler.reconcile("team", "chat") == "unchanged"
+    # The tuning loop measured the drain (same generation, same track plan): drain.json changes.
+    api.sd["status"]["drain"] = {"seconds": 45, "source": "measured", "p99Seconds": 17.0, "requests": 400}
+    api.sd = api._stamp(api.sd)
+    reconciler.bodies.offer(copy.deepcopy(api.sd))
+    apply = api.apply
+
+    def conflict(obj: dict[str, Any], field_manager: str = "specpilot", force: bool = True) -> Any:
+        raise KubeError(409, "Conflict", "injected")
+    api.apply = conflict  # type: ignore[method-assign]
+    with pytest.raises(KubeError):
+        reconciler.reconcile("team", "chat")
+    caplog.clear()
+    api.apply = apply  # type: ignore[method-assign]
+    assert reconciler.reconcile("team", "chat") == "applied"
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["reconciled team/chat: updated ConfigMap chat-drain for generation 1 and the current track "
+                    "plan"], said

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specpilot.scrape.owners import owned_pods
+from specpilot.scrape.owners import StrangerNotice, owned_pods
 
 
 def _obj(name: str, uid: str, controller_uid: str | None) -> dict[str, Any]:
@@ -27,3 +27,14 @@ def test_only_pods_whose_owner_chain_leads_to_the_objects_deployments_are_its_ow
 def test_with_no_deployments_known_no_pod_is_trusted() -> None:
     own, strangers = owned_pods([_obj("p", "p1", "rs1")], [_obj("rs", "rs1", "d1")], [])
     assert own == [] and len(strangers) == 1
+
+
+def test_a_stranger_is_named_once_and_only_after_two_windows_running() -> None:
+    notice = StrangerNotice()
+    racing, stranger = _obj("chat-canary-1-a", "p2", "rs2"), _obj("by-hand", "p3", None)
+    # A new canary's pod listed before its ReplicaSet: a stranger for one window only, never named.
+    assert notice.to_name([racing, stranger]) == []
+    assert [p["metadata"]["name"] for p in notice.to_name([stranger])] == ["by-hand"]
+    assert notice.to_name([stranger]) == []  # named once
+    assert notice.to_name([]) == [] and notice.to_name([stranger]) == []  # gone, then back: seen once again
+    assert [p["metadata"]["name"] for p in notice.to_name([stranger])] == ["by-hand"]

@@ -211,6 +211,9 @@ class Reconciler:
         conflicts = self._claim(obj, desired, existing)
         if conflicts:
             return self._blocked(obj, sd, plan, old_status, existing, conflicts)
+        # What was last rendered in full, put back if an apply fails: the retry then announces what it does
+        # ("created", "updated"), not a revert of someone else's change.
+        last_rendered = self.rendered.get((ns, name)), self.rendered_drain.get((ns, name))
         self.rendered[(ns, name)] = plan
         self.rendered_drain[(ns, name)] = drain_now.seconds
         self.rendered_uids.add((ns, uid))
@@ -234,6 +237,8 @@ class Reconciler:
             if not isinstance(result, KubeError):
                 self.cache.applied((ns, uid), result)
                 applied[keys[i]] = bodies[i]
+        if any(isinstance(a, KubeError) for a in answers.values()):
+            self._unrender((ns, name), *last_rendered)
         transient = next((a for a in answers.values() if isinstance(a, KubeError) and a.transient), None)
         if transient is not None:
             raise transient
@@ -284,6 +289,16 @@ class Reconciler:
         if refused:
             return m.RESULT_REFUSED
         return m.RESULT_APPLIED if changes else m.RESULT_UNCHANGED
+
+    def _unrender(self, key: tuple[str, str], plan: TrackPlan | None, drain_s: int | None) -> None:
+        if plan is None:
+            self.rendered.pop(key, None)
+        else:
+            self.rendered[key] = plan
+        if drain_s is None:
+            self.rendered_drain.pop(key, None)
+        else:
+            self.rendered_drain[key] = drain_s
 
     def _check_secret(self, sd: SpeculativeDeployment, namespace: str) -> None:
         """The Secret spec.engine.hfTokenSecretRef names must have opted in (author_policy.py): the pod hands

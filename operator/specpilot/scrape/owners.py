@@ -4,6 +4,7 @@ is a stranger, whose counters must not steer the tuner and whose failures must n
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -26,3 +27,24 @@ def owned_pods(pods: list[dict[str, Any]], replicasets: list[dict[str, Any]],
     for pod in pods:
         (own if _controller_uid(pod) in replicaset_uids else strangers).append(pod)
     return own, strangers
+
+
+def _uid(obj: dict[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("uid")
+
+
+@dataclass
+class StrangerNotice:
+    """Which strangers to name in a Warning, once each: only one seen in two windows running, since a pod
+    listed a moment before its new ReplicaSet or Deployment reaches the lists (a canary just created) is the
+    object's own by the next window."""
+
+    suspects: set[Any] = field(default_factory=set)  # uids of strangers in the last window
+    named: set[Any] = field(default_factory=set)  # uids already named, while they are still around
+
+    def to_name(self, strangers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        uids = {_uid(p) for p in strangers}
+        new = [p for p in strangers if _uid(p) in self.suspects and _uid(p) not in self.named]
+        self.suspects = uids
+        self.named = (self.named | {_uid(p) for p in new}) & uids
+        return new

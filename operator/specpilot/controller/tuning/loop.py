@@ -40,7 +40,7 @@ from specpilot.controller.tuning.metrics import TunerMetrics, observed_goodput, 
 from specpilot.display import bounded
 from specpilot.render import replicas
 from specpilot.scrape import pods as scrape
-from specpilot.scrape.owners import owned_pods
+from specpilot.scrape.owners import StrangerNotice, owned_pods
 from specpilot.scrape.windows import WindowCounter
 from specpilot.tuning import ActionKind, Observations, TrackWindow, TunerState, tournament, tournament_state
 from specpilot.tuning import switchback
@@ -80,7 +80,7 @@ class TuningLoop:
         self.path = sd_path(namespace, name)
         self.counter = WindowCounter()
         self.capacity_reported: str | None = None  # the InsufficientCapacity message last posted as an Event
-        self.strangers_reported: set[Any] = set()  # uids of labelled pods not its own, already named in an Event
+        self.strangers = StrangerNotice()  # labelled pods not its own, named in a Warning once each
         self.http_route = CanaryRoute(self.kube, self.events, namespace, name)
         self.scrape_problem: str | None = None  # the last window's, as logged
         self.implausible: set[str] = set()  # tracks whose last window no engine could have counted, as logged
@@ -164,14 +164,13 @@ class TuningLoop:
             asyncio.to_thread(self.kube.list, "v1", "pods", self.namespace, self._selector()),
             asyncio.to_thread(self.kube.list, "apps/v1", "replicasets", self.namespace, self._selector()))
         own, strangers = owned_pods(pods, replicasets, deployments)
-        new = [p for p in strangers if (p.get("metadata") or {}).get("uid") not in self.strangers_reported]
+        new = self.strangers.to_name(strangers)
         if new:
             names = [str((p.get("metadata") or {}).get("name")) for p in new]
             message = bounded(f"ignoring pod(s) {', '.join(names)}: they carry this object's labels but no "
                               "ReplicaSet of its Deployments made them", MAX_MESSAGE)
             self.events.warning(obj, "StrangerPodIgnored", message)
             log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
-            self.strangers_reported = {(p.get("metadata") or {}).get("uid") for p in strangers}
         return own
 
     async def _window(self, obj: dict[str, Any], sd: SpeculativeDeployment) -> list[dict[str, Any]] | None:
