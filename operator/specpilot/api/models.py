@@ -6,10 +6,11 @@ field's description here is what `kubectl explain` shows. Field names (camelCase
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, NO_NUL_PATTERN
@@ -314,6 +315,59 @@ class Canary(_Model):
                             "canary.replicas + 1).")
 
 
+# The bounds of spec.tuning.slo's durations: above zero (an SLO no request can meet judges nothing), and at
+# most what a time to first token or a time per output token could sensibly promise (a longer one is a typo).
+MAX_SLO_TTFT = "1h"
+MAX_SLO_TPOT = "10s"
+# An SLO duration's text: "1500ms" or "1.5s" is short; a long one is a typo or an attack (a 400-digit number
+# reads as infinity).
+MAX_SLO_DURATION_LENGTH = 16
+# spec.tuning.slo.percentile when left out: the share of requests an SLO is held for.
+DEFAULT_SLO_PERCENTILE = 0.9
+
+
+def _slo_duration(field: str, most: str) -> Any:
+    return Field(None, max_length=MAX_SLO_DURATION_LENGTH, pattern=DURATION_PATTERN,
+                 description=f"The {field} the percentile of requests must meet (e.g. 1500ms, 2s), above 0 and at "
+                             f"most {most}; left out: not an SLO.")
+
+
+class Slo(_Model):
+    """Latency SLOs a canary must not break where the stable meets them (docs/tuner.md, "SLO gates")."""
+
+    ttft: str | None = _slo_duration("time to first token", MAX_SLO_TTFT)
+    tpot: str | None = _slo_duration("time per output token", MAX_SLO_TPOT)
+    percentile: float = Field(DEFAULT_SLO_PERCENTILE, gt=0.0, lt=1.0,
+                              description="Share of requests the SLOs hold for, in (0, 1) (0.9: p90).")
+
+    @field_validator("percentile", mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        """NaN passes every bound the schema has (each comparison is false): refused here, said as the range."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"must be a finite number in (0, 1), got {value}")
+        return value
+
+    @field_validator("ttft", "tpot")
+    @classmethod
+    def _within_bounds(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The API server's CEL rule (rules.py) checks the same bounds; this holds them for every reader."""
+        if value is None:
+            return value
+        most = MAX_SLO_TTFT if info.field_name == "ttft" else MAX_SLO_TPOT
+        if not 0.0 < duration_seconds(value) <= duration_seconds(most):
+            raise ValueError(f"must be above 0s and at most {most}, got {value!r}")
+        return value
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.ttft is None else duration_seconds(self.ttft)
+
+    @property
+    def tpot_s(self) -> float | None:
+        return None if self.tpot is None else duration_seconds(self.tpot)
+
+
 class Tuning(_Model):
     """Automatic tuning of N through canaries."""
 
@@ -368,6 +422,11 @@ class Tuning(_Model):
         0.08, gt=0.0, le=1.0,
         description="After convergence, a relative change of the stable track's accepted tokens per step this "
                     "large (or several standard errors of its window spread, if larger) starts a new round.")
+    slo: Slo | None = Field(
+        None,
+        description="Latency SLOs (ttft, tpot, percentile): a canary whose TTFT or TPOT percentile breaks one "
+                    "that the stable meets is rolled back, however much faster it decodes. With or without "
+                    "them, a canary that queues or preempts clearly more than the stable is rolled back.")
 
     @property
     def canary_margin(self) -> float:

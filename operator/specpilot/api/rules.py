@@ -31,7 +31,8 @@ from specpilot_runtime.speculative import (
     schedule_method_message,
 )
 
-from .models import MAX_BLOCK_SIZE, MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS, RESERVED_NAME_SUFFIXES
+from .models import (MAX_BLOCK_SIZE, MAX_SLO_TPOT, MAX_SLO_TTFT, MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS,
+                     RESERVED_NAME_SUFFIXES)
 
 RECOMMENDED_PROFILE = "recommended"
 REPLACE_MODE_MESSAGE = ("canary mode replace takes canary.replicas stable replicas out while the canary runs: it "
@@ -322,6 +323,13 @@ def _spec_rules() -> list[Rule]:
     ]
 
 
+def _slo_rule(field: str, most: str) -> Rule:
+    """An SLO duration above 0 and at most `most` (models.Slo checks the same for every other reader)."""
+    return {"rule": f"!has(self.{field}) || (duration(self.{field}) > duration('0s') && "
+                    f"duration(self.{field}) <= duration('{most}'))",
+            "fieldPath": f".{field}", "message": f"{field} must be above 0s and at most {most}"}
+
+
 RESERVED_NAME_MESSAGE = (f"must not end in {' or '.join(RESERVED_NAME_SUFFIXES)}: another "
                          "SpeculativeDeployment's children take such names (its canary, its track Services)")
 
@@ -362,4 +370,5 @@ RULES: dict[str, list[Rule]] = {
          "fieldPath": ".httpRoute", "reason": "FieldValueRequired",
          "message": "httpRoute is required when trafficRouting is gateway"},
     ],
+    "spec.tuning.slo": [_slo_rule("ttft", MAX_SLO_TTFT), _slo_rule("tpot", MAX_SLO_TPOT)],
 }
