@@ -25,9 +25,9 @@ def test_the_snapshot_of_a_real_exposition_is_unchanged(path: Path, monkeypatch:
 def test_buckets_and_other_families_are_left_out() -> None:
     text = FIXTURES[0].read_text()
     kept = vm._read_lines(text)
-    # Only the e2e latency histogram's buckets stay (the automatic drain reads them).
+    # Only the latency histograms' buckets stay: e2e (the automatic drain reads it), TTFT and TPOT (the SLO gates).
     buckets = {line.split("{")[0] for line in kept.splitlines() if "_bucket{" in line}
-    assert buckets == {vm.E2E_LATENCY + "_bucket"} and "python_gc" not in kept
+    assert buckets == {vm.E2E_LATENCY + "_bucket", vm.TTFT + "_bucket", vm.TPOT + "_bucket"} and "python_gc" not in kept
     assert len(kept.splitlines()) < len(text.splitlines()) / 2
     names = {f.name for f in text_string_to_metric_families(kept)}
     assert all(name.startswith("vllm:") for name in names)

@@ -16,7 +16,19 @@ from .pods import PodScrape
 
 # Snapshot fields that add up across pods (counters of a window, and the running/waiting gauges).
 _SUMMED = ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens", "tpot_sum", "tpot_count",
-           "running", "waiting", "prompt_tokens", "preemptions")
+           "running", "waiting", "prompt_tokens", "preemptions", "queue_time_sum", "queue_time_count",
+           "decode_time_sum", "request_tokens_sum", "request_tokens_count")
+
+
+def _add_histograms(a: tuple[tuple[float, float], ...],
+                    b: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:
+    """Two pods' cumulative (le, count) buckets as one: at the bounds both have, where each count is exact
+    (pods of two vLLM versions may bucket differently; +Inf they share). A pod that counted nothing adds
+    nothing."""
+    if not a or not b:
+        return a or b
+    theirs = dict(b)
+    return tuple((le, count + theirs[le]) for le, count in a if le in theirs)
 
 
 def _add_vectors(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
@@ -37,6 +49,8 @@ def add(a: Snapshot, b: Snapshot) -> Snapshot:
                    scrape_time=max(a.scrape_time, b.scrape_time),
                    kv_cache_usage=max(a.kv_cache_usage, b.kv_cache_usage),
                    reset=a.reset or b.reset, extra={},
+                   ttft_buckets=_add_histograms(a.ttft_buckets, b.ttft_buckets),
+                   tpot_buckets=_add_histograms(a.tpot_buckets, b.tpot_buckets),
                    switchback={key: _add_vectors(a.switchback.get(key, ()), b.switchback.get(key, ()))
                                for key in {**a.switchback, **b.switchback}})
 

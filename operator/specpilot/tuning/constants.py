@@ -237,3 +237,21 @@ COUNTER_SLACK = 1e-6
 # Characters of a rejected value echoed in an error. [safety: status size]
 ECHO_CHARS = 32
 
+
+# --- SLO and queueing gates (slo.py, slo_gate.py, rules/analysing.py) --------------------------------------
+
+# Seconds a latency percentile is held to in a record: a percentile in the +Inf bucket (above every finite
+# bound) is kept as this, which is above the longest SLO (spec.tuning.slo.ttft <= 1h). [safety: status, JSON
+# has no infinity]
+LATENCY_CEILING_S = 1e4
+# A canary's median percentile must exceed the SLO by this share to break it: interpolation inside vLLM's
+# wide buckets (1 s to 2.5 s for TTFT) moves a percentile by more than a hair's breadth. [by hand]
+SLO_TOLERANCE = 0.05
+# A canary queues clearly more than the stable when its median waiting requests per pod exceed this many
+# times the stable's, plus QUEUE_SLACK requests per pod: a queue of one or two comes and goes. [by hand]
+QUEUE_RATIO = 2.0
+QUEUE_SLACK = 1.0
+# Likewise for preemptions per pod and window: a stray preemption is vLLM making room, not the N's cost.
+# [by hand]
+PREEMPT_RATIO = 2.0
+PREEMPT_SLACK = 1.0

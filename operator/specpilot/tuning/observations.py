@@ -23,7 +23,11 @@ from typing import Any, TypeGuard
 
 from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
-from .constants import COUNTER_SLACK, ECHO_CHARS, MAX_LOAD, MAX_MAGNITUDE, MAX_N, MAX_STEP_S, MAX_TOKEN_RATE, MIN_STEP_S
+from specpilot.api.models import DEFAULT_SLO_PERCENTILE
+
+from .constants import (COUNTER_SLACK, ECHO_CHARS, LATENCY_CEILING_S, MAX_LOAD, MAX_MAGNITUDE, MAX_N, MAX_STEP_S,
+                        MAX_TOKEN_RATE, MIN_STEP_S)
+from .slo import percentile_s, preemptions_per_pod, waiting_per_pod
 
 # Condition/Event reason for `acceptance_note`'s message.
 DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
@@ -110,6 +114,12 @@ class WindowRecord:
     # The stable's sequences per pod had the canary's pods not taken their share of the traffic (`alone`);
     # None when no canary served in the window.
     alone_load: float | None = None
+    # What the SLO and queueing gates weigh (slo.py): the TTFT and TPOT percentiles (seconds) at the spec's
+    # percentile, mean waiting requests and preemptions per pod; None where the pods did not measure them.
+    ttft_q: float | None = None
+    tpot_q: float | None = None
+    waiting: float | None = None
+    preempted: float | None = None
 
     @property
     def mix_load(self) -> float:
@@ -140,6 +150,7 @@ class WindowRecord:
             out["s"] = self.scheduled
         if self.alone_load is not None:
             out["a"] = self.alone_load
+        out.update({key: getattr(self, attr) for key, attr in _SLO_KEYS.items() if getattr(self, attr) is not None})
         return out
 
     @classmethod
@@ -165,7 +176,16 @@ class WindowRecord:
                    load=finite(d["b"], "record b", 1.0, MAX_LOAD),
                    drafted_per_pos=None if dr is None else tuple(finite(x, "record dr", 0.0, drafts) for x in dr),
                    scheduled=d["s"] is True if "s" in d else dr is not None,
-                   alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0, MAX_LOAD))
+                   alone_load=None if d.get("a") is None else finite(d["a"], "record a", 1.0, MAX_LOAD),
+                   **{attr: None if d.get(key) is None else finite(d[key], f"record {key}", 0.0, most)
+                      for key, (attr, most) in _SLO_BOUNDS.items()})
+
+
+# The SLO fields' keys in a status record, and the bounds a record read back is held to (absent from statuses
+# written before they were kept).
+_SLO_KEYS = {"tq": "ttft_q", "pq": "tpot_q", "wq": "waiting", "pre": "preempted"}
+_SLO_BOUNDS = {"tq": ("ttft_q", LATENCY_CEILING_S), "pq": ("tpot_q", LATENCY_CEILING_S),
+               "wq": ("waiting", MAX_LOAD), "pre": ("preempted", MAX_MAGNITUDE)}
 
 
 def has_traffic(w: TrackWindow | None) -> TypeGuard[TrackWindow]:
@@ -207,8 +227,10 @@ def measurable(w: TrackWindow | None, window_s: float) -> TypeGuard[TrackWindow]
     return has_traffic(w) and implausible(w, window_s) is None
 
 
-def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: bool = False) -> WindowRecord:
-    """Turn one track's counter deltas into the tuner's per-window numbers. `scheduled`: the track serves
+def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: bool = False,
+           percentile: float = DEFAULT_SLO_PERCENTILE) -> WindowRecord:
+    """Turn one track's counter deltas into the tuner's per-window numbers; `percentile`: the one the
+    latency percentiles are taken at (spec.tuning.slo's). `scheduled`: the track serves
     a batch-size schedule, so drafts shorter than N come from the schedule and each position's acceptance
     is divided by the drafts that reached it. Otherwise short drafts are the drafter's own (a suffix or
     n-gram drafter with nothing to propose): what N buys is acceptance over every draft."""
@@ -229,7 +251,10 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     return WindowRecord(seq=seq, track=track, n=w.n, drafts=drafts, accepted_per_pos=acc, tokens_per_step=tokens,
                         step_s=None if step is None else min(max(step, MIN_STEP_S), MAX_STEP_S),
                         load=min(max(load, 1.0), MAX_LOAD) if math.isfinite(load) else MAX_LOAD,
-                        drafted_per_pos=drafted, scheduled=scheduled)
+                        drafted_per_pos=drafted, scheduled=scheduled,
+                        ttft_q=percentile_s(d.ttft_buckets, percentile), tpot_q=percentile_s(d.tpot_buckets, percentile),
+                        waiting=waiting_per_pod(d, window_s, w.ready_pods),
+                        preempted=preemptions_per_pod(d, w.ready_pods))
 
 
 def _count(x: float) -> float:

@@ -53,7 +53,7 @@ class TournamentWindow:
         """A copy of the N tuner's state with this window recorded, outside the round's window budget (a
         method canary's windows tune no N)."""
         st = self.inner.copy()
-        machine.record_window(st, self.obs, in_round=False)
+        machine.record_window(st, self.obs, in_round=False, percentile=self.tuning.slo_percentile)
         return st
 
     @cached_property
@@ -123,7 +123,7 @@ def stable_switched(x: TournamentWindow) -> Step | None:
         return None
     st, c = x.inner.copy(), x.contenders[x.tour.stable]
     x.tour.enter(Stage.IDLE, x.now)
-    machine.record_window(st, x.obs)
+    machine.record_window(st, x.obs, percentile=x.tuning.slo_percentile)
     return st, Action(ActionKind.HOLD, st.stable_n, f"stable track runs {c.label} N={st.stable_n}")
 
 
