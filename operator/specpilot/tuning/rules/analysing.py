@@ -23,6 +23,7 @@ from ..kinds import ActionKind, Ruling
 from ..observations import WindowRecord
 from ..planner import Plan, posterior_goodput
 from ..schedule import TrackDrafting, schedule_text
+from ..slo_gate import proven_breach, suspected_breach
 from ..state import TunerState
 from ..step_model import StepModel
 from ..switchback import live_arm
@@ -135,6 +136,16 @@ def health_gate(a: Analysis) -> Action | None:
     return None
 
 
+def slo_gate(a: Analysis) -> Action | None:
+    """Roll back a canary proven, over its paired windows, to break an SLO of spec.tuning.slo that the stable
+    meets, or to queue or preempt clearly more than the stable (`slo_gate.proven_breach`), whatever its
+    goodput: users pay for requests served within their latency, not for tokens decoded faster."""
+    b = proven_breach(a.pairs, a.w.tuning.slo)
+    if b is None:
+        return None
+    return rollback(a.state, a.w.now, b.reason, {**a.numbers, "gate": b.to_json()})
+
+
 def no_comparable_data(a: Analysis) -> Action | None:
     """Roll back a canary whose windows go by without comparable data (no traffic, wrong N): twice the
     configured windows passed with fewer than the configured windows paired."""
@@ -172,6 +183,21 @@ def roll_back(a: Analysis) -> Action | None:
     if v.gain < 0 and s.canary_schedule is None and s.stable_schedule is None and s.canary_n is not None:
         s.worse.append(s.canary_n)
     return rollback(s, a.w.now, v.reason, a.numbers)
+
+
+def slo_unproven(a: Analysis) -> Action | None:
+    """Keep analysing a canary the judge would promote while it breaks a gate over too few paired windows to
+    be rolled back for it (`slo_gate.suspected_breach`): the next windows prove or clear it. Not past the
+    windows a canary may get (EXTEND x canary.windows): a measure its pods rarely give does not hold it for
+    good."""
+    v = a.verdict
+    if v.decision != Ruling.PROMOTE or v.windows >= EXTEND * a.w.tuning.canary.windows:
+        return None
+    b = suspected_breach(a.pairs, a.w.tuning.slo)
+    if b is None:
+        return None
+    return Action(ActionKind.KEEP_ANALYSING, a.state.canary_n,
+                  f"{v.reason}; not promoted while unproven: {b.reason}")
 
 
 def probe_rival(a: Analysis) -> Action | None:
@@ -242,8 +268,8 @@ def promote_canary(a: Analysis) -> Action:
                    numbers)
 
 
-ANALYSIS_RULES = (health_gate, no_comparable_data, undecided, young_mix, roll_back, probe_rival, probe_for_schedule,
-                  rival_plausible, mix_not_seen, promote_canary)
+ANALYSIS_RULES = (health_gate, slo_gate, no_comparable_data, undecided, young_mix, roll_back, slo_unproven,
+                  probe_rival, probe_for_schedule, rival_plausible, mix_not_seen, promote_canary)
 
 
 def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:
