@@ -18,8 +18,9 @@ from specpilot.tuning.context import Planner, Window
 from specpilot.tuning.judge import Verdict
 from specpilot.tuning.kinds import Ruling
 from specpilot.tuning.observations import WindowRecord
-from specpilot.tuning.rules import analysing
+from specpilot.tuning.rules import analysing, method_analysis
 from specpilot.tuning.slo_gate import breaches, proven_breach, suspected_breach
+from specpilot.tuning.tournament_state import Contender, Stage, Tournament
 from specpilot_runtime.speculative import Family
 from specpilot_runtime.vllm_metrics import Snapshot
 
@@ -219,3 +220,43 @@ def test_records_with_the_gates_numbers_survive_a_status_round_trip() -> None:
     assert [r.ttft_q for r in back.records] == [r.ttft_q for r in state.records]
     assert any(r.ttft_q is not None and r.ttft_q > 1.5 for r in back.records if r.track == "canary")
     assert dataclasses.asdict(back.records[-1]) == dataclasses.asdict(state.records[-1])
+
+
+# --- a method canary ---------------------------------------------------------------------------------------
+
+CONTENDERS = [Contender("eagle3", 3), Contender("ngram", 4)]
+
+
+def method_analysed(decision: Ruling, canary: list[dict[str, Any]], stable: list[dict[str, Any]],
+                    windows: int = 6) -> method_analysis.MethodAnalysis:
+    inner = TunerState.new("eagle3", 3)
+    inner.seq = len(stable)
+    inner.records = [rec(i, "stable", **s) for i, s in enumerate(stable)]
+    tour = Tournament.new(CONTENDERS)
+    tour.stage, tour.canary, tour.canary_n, tour.analysis_from_seq = Stage.ANALYSING, 1, 4, 0
+    tour.records = [dataclasses.replace(rec(i, "canary", **c), n=4) for i, c in enumerate(canary)]
+    tuning = Tuning(enabled=True, canary=Canary(analysis_window="5m"), cooldown="10m", slo=SLO)
+    a = method_analysis.MethodAnalysis(tour, inner, tuning, CONTENDERS,
+                                       Observations(300.0, TrackWindow(3, Snapshot(), 3, 3),
+                                                    TrackWindow(4, Snapshot(), 1, 1)), 0.0)
+    a.ruling = Verdict(decision, 0.2, 0.1, 0.3, windows, f"ruled {decision}")
+    a.loads = [8.0]
+    return a
+
+
+def test_a_method_canary_that_queues_clearly_more_is_rolled_back_naming_its_method() -> None:
+    a = method_analysed(Ruling.PROMOTE, [{"waiting": 9.0}] * 4, [{"waiting": 1.0}] * 4)
+    action = method_analysis.method_slo_gate(a)
+    assert action is not None and action.kind == ActionKind.ROLLBACK and action.contender == 1
+    assert action.reason.startswith("ngram N=4: canary queues: waiting requests 9 per pod, the stable 1")
+    assert a.inner.history[-1]["numbers"]["gate"]["gate"] == "queueing"
+    assert a.tour.entries[1].failure is None  # measured, not failed: another load may suit it
+
+
+def test_a_method_canary_breaking_an_slo_in_too_few_windows_is_not_promoted_yet() -> None:
+    a = method_analysed(Ruling.PROMOTE, [{"ttft_q": 2.4}] * 3, [{"ttft_q": 0.7}] * 3)
+    assert method_analysis.method_slo_gate(a) is None
+    held = method_analysis.method_slo_unproven(a)
+    assert held is not None and held.kind == ActionKind.KEEP_ANALYSING and "TTFT p90 2.4 s" in held.reason
+    fine = method_analysed(Ruling.PROMOTE, [{"ttft_q": 0.8}] * 4, [{"ttft_q": 0.7}] * 4)
+    assert method_analysis.method_slo_gate(fine) is None and method_analysis.method_slo_unproven(fine) is None

@@ -62,8 +62,9 @@ def test_the_pick_rules_run_in_order() -> None:
 
 def test_the_method_analysis_rules_run_in_order() -> None:
     assert method_analysis.METHOD_ANALYSIS_RULES == (
-        method_analysis.method_health_gate, method_analysis.method_undecided, method_analysis.no_speculation_ruled,
-        method_analysis.method_rolled_back, method_analysis.method_promoted)
+        method_analysis.method_health_gate, method_analysis.method_slo_gate, method_analysis.method_undecided,
+        method_analysis.no_speculation_ruled, method_analysis.method_rolled_back, method_analysis.method_slo_unproven,
+        method_analysis.method_promoted)
 
 
 def analysed(decision: Ruling, canary: int = 1, obs_canary: TrackWindow | None = TrackWindow(4, Snapshot(), 1, 1),

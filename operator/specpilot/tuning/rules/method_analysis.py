@@ -12,12 +12,13 @@ from specpilot.api.models import Tuning
 from specpilot_runtime.speculative import METHODS
 
 from ..actions import Action
-from ..constants import METHOD_CANARY_MAX_RECORDS
+from ..constants import EXTEND, METHOD_CANARY_MAX_RECORDS
 from ..context import fitted_model, load_mix
-from ..judge import Verdict, health_problem, judge, out_of_room
+from ..judge import Verdict, health_problem, judge, out_of_room, paired
 from ..kinds import ActionKind, Ruling
 from ..method_estimates import anchored_pairs, keep_measured, stable_records
-from ..observations import Observations
+from ..observations import Observations, WindowRecord
+from ..slo_gate import proven_breach, suspected_breach
 from ..state import TunerState
 from ..step_model import StepModel, timings
 from ..tournament_state import Contender, Tournament
@@ -60,6 +61,11 @@ class MethodAnalysis:
     def numbers(self) -> dict[str, Any]:
         return {"verdict": self.ruling.to_json()}
 
+    @cached_property
+    def pairs(self) -> list[tuple[WindowRecord, WindowRecord]]:
+        """The canary's windows paired with the stable's, as the judge pairs them."""
+        return paired(stable_records(self.inner), self.tour.records)
+
     def measure(self) -> Contender:
         """Keep what the canary measured of its contender (windows, step times against N = 0, best N)."""
         tour, i, n = self.tour, self.tour.canary, self.tour.canary_n
@@ -77,6 +83,19 @@ def method_health_gate(a: MethodAnalysis) -> Action | None:
     tried again (`fail`)."""
     problem = health_problem(a.obs.stable, a.obs.canary, a.tuning.error_gate)
     return fail(a.tour, a.inner, problem, a.now) if problem else None
+
+
+def method_slo_gate(a: MethodAnalysis) -> Action | None:
+    """A method canary proven to break an SLO the stable meets, or to queue or preempt clearly more
+    (`slo_gate.proven_breach`: a draft model's weights and KV take the target's KV blocks), is rolled back
+    whatever its goodput; what it measured is kept, as for a rollback on the numbers (another load may
+    suit it)."""
+    b = proven_breach(a.pairs, a.tuning.slo)
+    if b is None:
+        return None
+    c = a.measure()
+    return end_canary(a.tour, a.inner, ActionKind.ROLLBACK, f"{c.label} N={a.tour.canary_n}: {b.reason}", a.now,
+                      {**a.numbers, "gate": b.to_json()})
 
 
 def method_undecided(a: MethodAnalysis) -> Action | None:
@@ -102,6 +121,19 @@ def method_rolled_back(a: MethodAnalysis) -> Action | None:
                        a.now, a.numbers)
 
 
+def method_slo_unproven(a: MethodAnalysis) -> Action | None:
+    """Keep analysing a method canary the judge would promote while a gate it breaks has too few paired
+    windows to roll it back for (`slo_gate.suspected_breach`), up to the windows a canary may get."""
+    v = a.verdict
+    if v.decision != Ruling.PROMOTE or v.windows >= EXTEND * a.tuning.canary.windows:
+        return None
+    b = suspected_breach(a.pairs, a.tuning.slo)
+    if b is None:
+        return None
+    return Action(ActionKind.KEEP_ANALYSING, a.tour.canary_n, f"{v.reason}; not promoted while unproven: {b.reason}",
+                  contender=a.tour.canary)
+
+
 def method_promoted(a: MethodAnalysis) -> Action:
     """Promote the contender: the stable's contender is then measured against the winner, its best N
     estimated from its own windows (and the step times its N canaries paired)."""
@@ -118,5 +150,5 @@ def method_promoted(a: MethodAnalysis) -> Action:
     return end_canary(tour, a.inner, ActionKind.PROMOTE, f"{c.label} N={n}: {v.reason}", a.now, a.numbers)
 
 
-METHOD_ANALYSIS_RULES = (method_health_gate, method_undecided, no_speculation_ruled, method_rolled_back,
-                         method_promoted)
+METHOD_ANALYSIS_RULES = (method_health_gate, method_slo_gate, method_undecided, no_speculation_ruled,
+                         method_rolled_back, method_slo_unproven, method_promoted)

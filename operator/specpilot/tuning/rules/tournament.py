@@ -194,7 +194,8 @@ def method_canary_analysed(x: TournamentWindow) -> Step:
     assert t.canary is not None
     if w is not None and measurable(w, x.obs.window_s) and w.n == t.canary_n \
             and st.seq >= (t.analysis_from_seq or st.seq):
-        t.records = (t.records + [record(st.seq, "canary", w, x.obs.window_s)])[-METHOD_CANARY_MAX_RECORDS:]
+        r = record(st.seq, "canary", w, x.obs.window_s, percentile=x.tuning.slo_percentile)
+        t.records = (t.records + [r])[-METHOD_CANARY_MAX_RECORDS:]
     promoted = list(t.records)
     action = first(METHOD_ANALYSIS_RULES, MethodAnalysis(t, st, x.tuning, x.contenders, x.obs, x.now))
     if action.kind == ActionKind.PROMOTE and action.contender is not None:
