@@ -146,6 +146,22 @@ class Cluster:
         lease = self.get("lease", "-n", "kube-system", "specpilot-operator")
         return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
+    def wait_to_lead(self, op: Operator, timeout: float = WAIT_S) -> None:
+        """Until `op` holds the Lease; an operator that exits first, or never leads, fails the wait with the
+        end of its log (what it was doing, or why it exited)."""
+        def leads() -> bool:
+            if op.proc.poll() is not None:
+                raise AssertionError(f"operator {op.identity} exited ({op.proc.returncode}) before leading; its "
+                                     f"log ends:\n{op.logs()[-3000:]}")
+            return self.lease_holder() == op.identity
+        try:
+            wait_for(f"operator {op.identity} to lead", leads, timeout)
+        except AssertionError as exc:
+            if op.proc.poll() is not None:
+                raise
+            raise AssertionError(f"{exc}; holder {self.lease_holder()!r}; its log ends:\n{op.logs()[-3000:]}") \
+                from None
+
 
 def keep_running(cluster: Cluster, identity: str, lease_duration: int, *extra: str) -> Callable[[], None]:
     """Start an operator and start it again whenever it exits, as the kubelet restarts a container

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from cluster_kit import Cluster, start_cluster, stop_cluster, wait_for
+from cluster_kit import Cluster, start_cluster, stop_cluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -21,8 +21,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One sandbox and one operator for the tests that do not stop operators."""
     c = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        c.start_operator("main")
-        wait_for("the operator to take the lease", lambda: c.lease_holder() == "main")
+        c.wait_to_lead(c.start_operator("main"))
         yield c
     finally:
         stop_cluster(c)

@@ -16,8 +16,7 @@ PSA_LABEL = "pod-security.kubernetes.io/enforce"
 def fit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(tmp_path_factory.mktemp("fit"), "--nodes", "2", "--gpus-per-node", "1")
     try:
-        c.start_operator("main", "--allow-unconfined")  # AMD's recommended profile is granted here
-        wait_for("the operator to take the lease", lambda: c.lease_holder() == "main")
+        c.wait_to_lead(c.start_operator("main", "--allow-unconfined"))  # AMD's recommended profile is granted here
         yield c
     finally:
         stop_cluster(c)

@@ -51,7 +51,7 @@ def _leader_metric(op: Operator) -> str:
 
 def test_readiness_names_the_role_and_liveness_fails_while_the_loop_is_stuck(fresh_cluster: Cluster) -> None:
     leader = _stallable(fresh_cluster, "leader")
-    wait_for("the leader to hold the lease", lambda: fresh_cluster.lease_holder() == "leader")
+    fresh_cluster.wait_to_lead(leader)
     wait_for("the leader to be ready", lambda: _get(leader.metrics_port, "/readyz") == (200, "ready: leader\n"))
     standby = fresh_cluster.start_operator("standby")
     wait_for("the standby to be ready", lambda: _get(standby.metrics_port, "/readyz")[0] == 200)

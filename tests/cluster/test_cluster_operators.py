@@ -27,7 +27,7 @@ def _actors(cluster: Cluster, ns: str) -> set[str]:
 def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(fresh_cluster: Cluster) -> None:
     c = fresh_cluster
     first = c.start_operator("replica-a")
-    wait_for("replica-a to lead", lambda: c.lease_holder() == "replica-a")
+    c.wait_to_lead(first)
     second = c.start_operator("replica-b")
     wait_for("replica-b to stand by", lambda: "standing by" in second.logs())
     assert "specpilot_operator_leader 0.0" in second.metrics()
@@ -42,7 +42,7 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(fresh_cluster:
     assert "reconciled" not in second.logs()
 
     first.kill()  # no lease release: the standby must wait for it to expire
-    wait_for("replica-b to take the lease", lambda: c.lease_holder() == "replica-b")
+    c.wait_to_lead(second)
     ns2 = c.namespace("two")
     c.apply(obj, ns2)
     wait_for("Ready under the new leader", lambda: _ready_at(c, ns2, name, n))
@@ -65,7 +65,7 @@ def test_restarted_operator_creates_no_duplicates_and_keeps_status(fresh_cluster
     op.kill()
 
     again = c.start_operator("after", lease_duration=4)
-    wait_for("the new operator to lead", lambda: c.lease_holder() == "after")
+    c.wait_to_lead(again)
     # A change made while no operator ran is picked up on resume.
     changed = objs[0]["metadata"]["name"]
     new_n = objs[0]["spec"]["speculative"]["numSpeculativeTokens"] + 1
@@ -96,8 +96,7 @@ def test_restarted_operator_creates_no_duplicates_and_keeps_status(fresh_cluster
 def test_operator_watching_one_namespace_ignores_others(fresh_cluster: Cluster) -> None:
     c = fresh_cluster
     watched, other = c.namespace("watched"), c.namespace("other")
-    c.start_operator("scoped", "--namespace", watched)
-    wait_for("the operator to lead", lambda: c.lease_holder() == "scoped")
+    c.wait_to_lead(c.start_operator("scoped", "--namespace", watched))
     obj = example("ngram")
     name = obj["metadata"]["name"]
     c.apply(obj, other)

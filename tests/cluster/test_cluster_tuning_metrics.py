@@ -17,8 +17,7 @@ from tuning_kit import WINDOW, condition, deployment, events, tuned, tuning
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(tmp_path_factory.mktemp("faulty"), "--pod-runtime", "faulty_metrics:FaultyMetrics")
     try:
-        c.start_operator("main")
-        wait_for("the operator to lead", lambda: c.lease_holder() == "main")
+        c.wait_to_lead(c.start_operator("main"))
         yield c
     finally:
         stop_cluster(c)

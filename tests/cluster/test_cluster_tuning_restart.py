@@ -11,7 +11,7 @@ from tuning_kit import DRAFT_MODELS, deployment, start_load, status, stop_load, 
 def test_restart_mid_analysis_resumes_the_round(fresh_cluster: Cluster) -> None:
     c = fresh_cluster
     first = c.start_operator("first")
-    wait_for("the first operator to lead", lambda: c.lease_holder() == "first")
+    c.wait_to_lead(first)
     ns = c.namespace("restart")
     assert c.apply(tuned("chat", "qwen35-122b-mtp-math500", candidates=[3, 7]), ns).returncode == 0
     load = start_load(c, ns, "chat", 90)
@@ -54,7 +54,7 @@ def test_restart_mid_method_canary_resumes_the_tournament(fresh_cluster: Cluster
     canary and that analysis, and the tournament ends in the same promotion, with one canary of DFlash."""
     c = fresh_cluster
     first = c.start_operator("first")
-    wait_for("the first operator to lead", lambda: c.lease_holder() == "first")
+    c.wait_to_lead(first)
     ns = c.namespace("restart-tournament")
     sd = tuned("chat", "qwen36-35b-a3b-mtp", candidates=list(range(8)))
     sd["metadata"]["annotations"]["specpilot.io/sim-profile-dflash"] = "qwen36-35b-a3b-dflash"
