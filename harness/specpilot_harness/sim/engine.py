@@ -6,6 +6,13 @@ paces steps against wall time and turns outcomes into HTTP responses and metrics
 
 Model of one engine step (what vLLM's scheduler does, reduced to what speculative decoding changes):
 - waiting requests are admitted FIFO while fewer than `max_num_seqs` run;
+- with the profile's KV capacity (`Profile.kv`; without it the two rules below are off): a request holds
+  the blocks its prompt, its tokens so far, the step's token and N lookahead slots take, times 1 plus the
+  draft's KV share at N > 0, whose draft weights also take blocks; the running requests' next tokens come
+  first: while they do not fit the newest is preempted (back to the head of the queue, counted as vLLM's
+  num_preemptions; resumed, its next step recomputes its KV and verifies no draft), and a step that
+  preempted admits nobody; otherwise the queue's head is admitted only while its blocks fit. So a draft
+  leaves fewer requests room at high load, which then wait, and their time to first token with them;
 - the step drafts K tokens per sequence: N, or with a batch-size schedule (vLLM 0.33's
   `num_speculative_tokens_per_batch_size`) `schedule_k(schedule, N, B)` at B running sequences, or,
   following a live.json (`live`), the K of the arm the step was scheduled under (live_arms.py);
@@ -21,6 +28,7 @@ Model of one engine step (what vLLM's scheduler does, reduced to what speculativ
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Sequence
@@ -47,6 +55,7 @@ class SimRequest:
     generated: int = 0
     first_token_at: float | None = None
     last_token_at: float | None = None
+    resumed: bool = False  # preempted and readmitted: its next step recomputes its KV, verifying no draft
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,7 @@ class StepOutcome:
     accepted_per_pos: tuple[int, ...]
     drafted_per_pos: tuple[int, ...]  # drafts that reached each of the N positions (K < N stops short)
     kv_cache_usage: float
+    preemptions: int = 0  # requests preempted to make room for the running ones' next tokens
 
 
 @dataclass
@@ -142,11 +152,53 @@ class Engine:
         self._running.pop(request_id, None)
         self._waiting = deque(r for r in self._waiting if r.request_id != request_id)
 
-    def step(self) -> StepOutcome:
-        """Run one engine step: admit, time it, give every running request its tokens."""
+    def _kv_capacity(self) -> int | None:
+        """Blocks requests may hold: the profile's, less the draft's weights at N > 0; None without a KV model."""
+        kv = self.profile.kv
+        if kv is None:
+            return None
+        return kv.blocks - (kv.draft_weight_blocks if self.num_speculative_tokens > 0 else 0)
+
+    def _blocks(self, req: SimRequest) -> int:
+        """Blocks `req` needs for its next step: prompt, tokens so far, the step's token and N lookahead slots,
+        and at N > 0 its draft's KV beside the target's."""
+        kv = self.profile.kv
+        assert kv is not None
+        n = self.num_speculative_tokens
+        tokens = (req.prompt_tokens + req.generated + 1 + n) * (1.0 + (kv.draft_kv_ratio if n > 0 else 0.0))
+        return math.ceil(tokens / kv.block_tokens)
+
+    def _schedule(self) -> int:
+        """Admit (and, with a KV model, preempt) as vLLM's scheduler does; the requests preempted."""
+        capacity = self._kv_capacity()
+        if capacity is None:
+            while self._waiting and len(self._running) < self.max_num_seqs:
+                req = self._waiting.popleft()
+                self._running[req.request_id] = req
+            return 0
+        used = sum(self._blocks(r) for r in self._running.values())
+        preempted = 0
+        # One request always runs, however large: the engine would otherwise never step again.
+        while used > capacity and len(self._running) > 1:
+            victim = self._running.pop(next(reversed(self._running)))
+            used -= self._blocks(victim)
+            victim.resumed = True
+            self._waiting.appendleft(victim)
+            preempted += 1
+        if preempted:
+            return preempted
         while self._waiting and len(self._running) < self.max_num_seqs:
+            need = self._blocks(self._waiting[0])
+            if self._running and used + need > capacity:
+                break
             req = self._waiting.popleft()
             self._running[req.request_id] = req
+            used += need
+        return 0
+
+    def step(self) -> StepOutcome:
+        """Run one engine step: admit, time it, give every running request its tokens."""
+        preempted = self._schedule()
         batch = len(self._running)
         n = self.num_speculative_tokens
         if self.live is None:
@@ -172,6 +224,11 @@ class Engine:
                 tokens = 1
                 req.first_token_at = end
                 ttft.append(end - req.arrival)
+            elif req.resumed:
+                tokens = 1
+                req.resumed = False
+                assert req.last_token_at is not None
+                itl.append(end - req.last_token_at)
             else:
                 tokens = 1
                 if k:
@@ -197,7 +254,11 @@ class Engine:
         if self.live is not None:
             # Drafted as vLLM's stats count them (N per draft), which is what a real engine's switchback counts.
             self.live.record(arm, batch, duration, generation_tokens, drafts * n, accepted_total, len(finished))
-        kv_tokens = sum(r.prompt_tokens + r.generated for r in self._running.values())
+        capacity = self._kv_capacity()
+        if capacity is None:
+            kv_usage = sum(r.prompt_tokens + r.generated for r in self._running.values()) / self.kv_cache_tokens
+        else:
+            kv_usage = sum(self._blocks(r) for r in self._running.values()) / capacity
         return StepOutcome(
             end=end, duration=duration, batch_size=batch,
             prompt_tokens=prompt_tokens, generation_tokens=generation_tokens,
@@ -207,7 +268,7 @@ class Engine:
             drafts=drafts, draft_tokens=drafts * n, accepted_tokens=accepted_total,
             accepted_per_pos=tuple(per_pos),
             drafted_per_pos=tuple(drafts if pos < k else 0 for pos in range(n)),
-            kv_cache_usage=min(1.0, kv_tokens / self.kv_cache_tokens),
+            kv_cache_usage=min(1.0, kv_usage), preemptions=preempted,
         )
 
 

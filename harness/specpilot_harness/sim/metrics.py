@@ -93,6 +93,7 @@ class SimMetrics:
         self.kv_cache_usage.set(step.kv_cache_usage)
         self.prompt_tokens.inc(step.prompt_tokens)
         self.generation_tokens.inc(step.generation_tokens)
+        self.preemptions.inc(step.preemptions)
         self.iteration_tokens.observe(step.prompt_tokens + step.generation_tokens)
         for t in step.time_to_first_token:
             self.ttft.observe(t * self.wall)

@@ -5,7 +5,9 @@ one file format (docs/benchmark.md):
     {"profiles": [{"name": str, "method": str, "max_n": int,
                    "survival": [S_1, ..., S_max_n], "survival_by_n": {"N": [S_1..S_N]},   # optional
                    "step_time_ms": {"B": [t(0), ..., t(max_n)]}, "concurrency": {"B": weight},
-                   "noise": float, "default_n": int, "family": str}]}   # default_n, family optional
+                   "noise": float, "default_n": int, "family": str,      # default_n, family optional
+                   "kv": {"blocks": int, "block_tokens": int,                 # optional: KV capacity
+                          "draft_weight_blocks": int, "draft_kv_ratio": float}}]}
 
 Method "off" (no speculation) has max_n 0 and no survival. A load level without a row of its own steps
 as `step_time` interpolates, in the simulated engine and in the oracle alike. Unknown keys are ignored so
@@ -53,6 +55,33 @@ def _check_curve(curve: list[float], where: str) -> list[float]:
     return curve
 
 
+# The most KV blocks a profile may give an engine: vLLM's num_gpu_blocks on the largest GPUs is in the
+# hundreds of thousands; the engine sums blocks per request every step.
+MAX_KV_BLOCKS = 10_000_000
+
+
+class KvCapacity(BaseModel):
+    """The target's KV cache and what speculation takes of it, as vLLM sizes it: `blocks` of `block_tokens`
+    tokens (num_gpu_blocks with no draft loaded); at N > 0 a draft model's weights take
+    `draft_weight_blocks` of them and its KV `draft_kv_ratio` of the target's per token, and every sequence
+    reserves N lookahead slots. A profile without it admits requests by max_num_seqs alone and never
+    preempts (the engine as it was)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    blocks: int = Field(ge=1, le=MAX_KV_BLOCKS)
+    block_tokens: int = Field(default=16, ge=1, le=1024)
+    draft_weight_blocks: int = Field(default=0, ge=0)
+    draft_kv_ratio: float = Field(default=0.0, ge=0.0, le=4.0)
+
+    @model_validator(mode="after")
+    def _room_left(self) -> KvCapacity:
+        if self.draft_weight_blocks >= self.blocks:
+            raise ValueError(f"draft_weight_blocks {self.draft_weight_blocks} leaves none of the {self.blocks} "
+                             "blocks for requests")
+        return self
+
+
 class Profile(BaseModel):
     """One workload on one deployment: how often drafts survive and how long an engine step takes."""
 
@@ -70,6 +99,7 @@ class Profile(BaseModel):
     noise: float = Field(default=0.0, ge=0.0, lt=1.0)
     default_n: int = Field(default=0, ge=0)  # the N a user starts from: the method's default, capped at max_n
     family: str = ""  # cost-shape family of a generated profile (benchmark results are summarised by it)
+    kv: KvCapacity | None = None  # KV capacity, admission and preemption (opt-in: None keeps them off)
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,134 @@
+"""The simulated engine's KV capacity (opt-in per profile): a draft model's weights and KV take the target's
+blocks, so a speculative configuration that wins time per output token at low load queues, preempts and
+loses time to first token at high load, while its TPOT still looks fine; a profile without it runs as before."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from statistics import mean, median, quantiles
+
+import pytest
+
+import specpilot_runtime.vllm_metrics as vm
+from specpilot_harness.sim.engine import Engine
+from specpilot_harness.sim.metrics import SimMetrics
+from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
+
+BASE = {"name": "kv", "method": "draft_model", "max_n": 3, "survival": [0.8, 0.6, 0.45],
+        "step_time_ms": {"1": [10.0, 12.0, 13.0, 14.0], "64": [30.0, 40.0, 46.0, 52.0]}}
+# 600 blocks of 16 tokens; at N = 3 the draft's weights take 300 and its KV half the target's per token.
+KV = {"blocks": 600, "block_tokens": 16, "draft_weight_blocks": 300, "draft_kv_ratio": 0.5}
+PROFILE = Profile.model_validate({**BASE, "kv": KV})
+PROMPT, OUTPUT = 256, 256
+
+
+@dataclass
+class Served:
+    ttft_p90: float
+    tpot_median: float
+    waiting_mean: float
+    preemptions: int
+    most_running: int
+
+
+def serve(profile: Profile, n: int, rate: float, seconds: float = 120.0, max_num_seqs: int = 256) -> Served:
+    """Requests arriving every 1/rate seconds for `seconds`, served to the last."""
+    engine = Engine(profile, n, random.Random(7), max_num_seqs=max_num_seqs)
+    arrivals = [i / rate for i in range(int(seconds * rate))]
+    i, ttft, tpot, waiting, preempted, most = 0, [], [], [], 0, 0
+    while i < len(arrivals) or engine.busy:
+        while i < len(arrivals) and arrivals[i] <= engine.clock:
+            engine.submit(f"r{i}", PROMPT, OUTPUT)
+            i += 1
+        if not engine.busy:
+            engine.catch_up(arrivals[i])
+            continue
+        out = engine.step()
+        ttft += out.time_to_first_token
+        tpot += [f.time_per_output_token for f in out.finished if f.time_per_output_token is not None]
+        waiting.append(engine.waiting)
+        preempted += out.preemptions
+        most = max(most, out.batch_size)
+    return Served(quantiles(ttft, n=10)[-1], median(tpot), mean(waiting), preempted, most)
+
+
+def test_speculation_wins_tpot_at_low_load_without_queueing() -> None:
+    off, spec = serve(PROFILE, 0, rate=0.5), serve(PROFILE, 3, rate=0.5)
+    assert spec.tpot_median < off.tpot_median / 2
+    assert off.preemptions == spec.preemptions == 0
+    assert spec.ttft_p90 < 0.1 and off.ttft_p90 < 0.1  # one step: nobody waits
+
+
+def test_at_high_load_the_drafts_kv_makes_it_queue_preempt_and_lose_ttft_while_its_tpot_looks_fine() -> None:
+    off, spec = serve(PROFILE, 0, rate=5.0), serve(PROFILE, 3, rate=5.0)
+    assert spec.tpot_median < off.tpot_median  # what the old judge saw
+    assert spec.preemptions > 0 and off.preemptions == 0
+    assert spec.waiting_mean > 10 * max(off.waiting_mean, 1.0)
+    assert spec.ttft_p90 > 10 * off.ttft_p90
+    assert spec.most_running < off.most_running  # fewer requests fit beside the draft
+
+
+def test_a_profile_without_kv_admits_by_max_num_seqs_alone_and_never_preempts() -> None:
+    plain = Profile.model_validate(BASE)
+    assert plain.kv is None
+    got = serve(plain, 3, rate=40.0, seconds=10.0, max_num_seqs=32)
+    assert got.preemptions == 0 and got.most_running == 32
+
+
+def test_one_request_larger_than_the_cache_still_runs() -> None:
+    tiny = Profile.model_validate({**BASE, "kv": {"blocks": 4, "block_tokens": 16}})
+    engine = Engine(tiny, 0, random.Random(1))
+    engine.submit("big", 1000, 3)
+    engine.submit("next", 10, 3)
+    outs = [engine.step() for _ in range(3)]
+    assert engine.running == 0 and engine.waiting == 1 and sum(o.preemptions for o in outs) == 0
+
+
+def test_a_preempted_request_is_the_next_one_in() -> None:
+    # 96 tokens of KV: "a" and "b" fit at admission; as they grow, the newer is preempted, and is the next in.
+    tight = Profile.model_validate({**BASE, "kv": {"blocks": 6, "block_tokens": 16}})
+    engine = Engine(tight, 0, random.Random(1))
+    engine.submit("a", 30, 40)
+    engine.submit("b", 30, 40)
+    first = engine.step()
+    engine.submit("c", 40, 1)  # 3 blocks: it waits beside a and b
+    done = [f.request_id for f in first.finished]
+    preemptions = 0
+    while engine.busy:
+        out = engine.step()
+        if out.preemptions:
+            assert [r.request_id for r in engine._waiting] == ["b", "c"]
+            assert out.batch_size == 1
+        preemptions += out.preemptions
+        done += [f.request_id for f in out.finished]
+    assert preemptions == 1 and done == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("kv", "says"), [
+    ({"blocks": 100, "draft_weight_blocks": 100}, "leaves none"),
+    ({"blocks": 0}, "greater than or equal to 1"),
+    ({"blocks": 100, "draft_kv_ratio": float("nan")}, "finite"),
+    ({"blocks": 100, "spare": 1}, "not permitted"),
+])
+def test_a_bad_kv_section_is_refused_naming_the_field(kv: dict, says: str) -> None:
+    text = json.dumps({"profiles": [{**BASE, "kv": kv}]})
+    with pytest.raises(ProfileError, match=says) as err:
+        load_profiles(text)
+    assert "kv" in str(err.value)
+
+
+def test_preemptions_reach_vllms_counter() -> None:
+    metrics = SimMetrics("m", 3)
+    engine = Engine(Profile.model_validate({**BASE, "kv": {"blocks": 12, "block_tokens": 16,
+                                                           "draft_weight_blocks": 4}}), 3, random.Random(3))
+    for i in range(4):
+        engine.submit(f"r{i}", 40, 80)
+    preempted = 0
+    while engine.busy:
+        out = engine.step()
+        metrics.record(out)
+        preempted += out.preemptions
+    assert preempted > 0
+    assert vm.parse(metrics.exposition().decode()).preemptions == preempted
