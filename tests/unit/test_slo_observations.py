@@ -13,7 +13,7 @@ import pytest
 import specpilot_runtime.vllm_metrics as vm
 from specpilot.scrape.windows import add
 from specpilot.tuning.constants import LATENCY_CEILING_S
-from specpilot.tuning.observations import TrackWindow, WindowRecord, record
+from specpilot.tuning.observations import TrackWindow, WindowRecord, implausible, record
 from specpilot.tuning.slo import percentile_s, preemptions_per_pod, token_weighted_tpot, waiting_per_pod
 
 INF = math.inf
@@ -148,3 +148,27 @@ def test_a_record_keeps_the_numbers_at_the_specs_percentile_and_reads_them_back_
         WindowRecord.from_json(forged)
     with pytest.raises(ValueError, match="record pre"):
         WindowRecord.from_json({**r.to_json(), "pre": -1})
+
+
+def test_the_step_time_is_taken_from_the_token_weighted_tpot_where_vllm_gives_it() -> None:
+    # 100 finished requests, mean TPOT 20 ms, but 2 s of decode over 1000 decoded tokens is 2 ms a token (the
+    # short answers were the slow ones): tokens per step 2.5, so the step takes 5 ms, not 50.
+    d = vm.Snapshot(generation_tokens=1100.0, tpot_sum=2.0, tpot_count=100.0, drafts=400.0, accepted_tokens=600.0,
+                    decode_time_sum=2.0, request_tokens_sum=1100.0, request_tokens_count=100.0)
+    w = TrackWindow(n=3, delta=d, ready_pods=1, desired_pods=1)
+    r = record(1, "stable", w, 60.0)
+    assert r.tokens_per_step == pytest.approx(2.5) and r.step_s == pytest.approx(0.005)
+    # Little's law on the same time per token: 1100 tokens / 60 s x 2 ms is under one sequence, read as one.
+    assert r.load == 1.0
+    # Without vLLM's decode-time histogram (the simulated engine, a switchback arm): the mean TPOT, as before.
+    plain = record(1, "stable", dataclasses.replace(w, delta=dataclasses.replace(d, decode_time_sum=0.0,
+                                                                                  request_tokens_sum=0.0,
+                                                                                  request_tokens_count=0.0)), 60.0)
+    assert plain.step_s == pytest.approx(0.05)
+
+
+def test_a_forged_token_weighted_tpot_makes_the_window_implausible() -> None:
+    d = vm.Snapshot(generation_tokens=1100.0, tpot_sum=2.0, tpot_count=100.0, decode_time_sum=1e9,
+                    request_tokens_sum=1100.0, request_tokens_count=100.0)
+    why = implausible(TrackWindow(n=0, delta=d, ready_pods=1, desired_pods=1), 60.0)
+    assert why is not None and "token-weighted time per output token" in why

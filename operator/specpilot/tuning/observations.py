@@ -7,8 +7,11 @@ detecting counter resets). From one track's deltas the tuner derives:
 - acceptance at each position: accepted there over the drafts that reached it, which only specpilot's
   drafted-per-position counter gives; without it, over every draft (exact only when every draft is N
   long: a batch-size schedule drafting K < N at some batch sizes makes late positions read low);
-- step time t = mean TPOT x L (a request's time per output token is the step time over tokens per step);
-- load B per engine = generation rate x mean TPOT / (ready pods x engines per pod) (Little's law: each
+- step time t = TPOT x L (a sequence's time per output token is the step time over tokens per step), TPOT
+  token-weighted where vLLM's decode-time and generation-token histograms give it (`slo.token_weighted_tpot`:
+  L is a ratio over every step, so a 3-token answer must not weigh as much as a 3,000-token one), else the
+  mean of the requests' TPOT;
+- load B per engine = generation rate x TPOT / (ready pods x engines per pod) (Little's law: each
   running sequence emits 1 / TPOT tokens per second; a pod runs one engine per data-parallel rank), falling
   back to the `running` gauge when no request finished.
 """
@@ -27,7 +30,7 @@ from specpilot.api.models import DEFAULT_SLO_PERCENTILE
 
 from .constants import (COUNTER_SLACK, ECHO_CHARS, LATENCY_CEILING_S, MAX_LOAD, MAX_MAGNITUDE, MAX_N, MAX_STEP_S,
                         MAX_TOKEN_RATE, MIN_STEP_S)
-from .slo import percentile_s, preemptions_per_pod, waiting_per_pod
+from .slo import percentile_s, preemptions_per_pod, token_weighted_tpot, waiting_per_pod
 
 # Condition/Event reason for `acceptance_note`'s message.
 DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
@@ -211,10 +214,12 @@ def implausible(w: TrackWindow, window_s: float) -> str | None:
         return f"{d.accepted_tokens:.6g} accepted tokens from {d.drafts:.6g} drafts of at most {w.n}"
     if w.n > 0 and any(a > d.drafts * (1 + COUNTER_SLACK) for a in d.accepted_per_pos[:w.n]):
         return f"a position accepted more tokens than the {d.drafts:.6g} drafts"
-    if d.tpot_count > 0:
-        tpot = d.tpot_sum / d.tpot_count
+    mean_tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
+    for what, tpot in (("mean", mean_tpot), ("token-weighted", token_weighted_tpot(d))):
+        if tpot is None:
+            continue
         if not MIN_STEP_S / (MAX_N + 1) <= tpot <= MAX_STEP_S:
-            return f"a mean time per output token of {tpot:.3g} s"
+            return f"a {what} time per output token of {tpot:.3g} s"
         if d.generation_tokens / window_s * tpot / pods > MAX_LOAD:
             return f"more than {MAX_LOAD:g} sequences per pod (tokens a second x time per token)"
     if d.running / pods > MAX_LOAD:
@@ -241,7 +246,9 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
     drafted = tuple(min(_count(x), drafts) for x in d.drafted_per_pos[:n_pos]) \
         if scheduled and d.drafted_per_pos is not None and w.n else None
     tokens = 1.0 + min(max(d.accepted_tokens, 0.0) / drafts, w.n) if drafts > 0 else 1.0
-    tpot = d.tpot_sum / d.tpot_count if d.tpot_count > 0 else None
+    tpot = token_weighted_tpot(d)
+    if tpot is None and d.tpot_count > 0:
+        tpot = d.tpot_sum / d.tpot_count
     step = tpot * tokens if tpot is not None and tpot > 0 and math.isfinite(tpot * tokens) else None
     pods = max(w.ready_pods, 1) * max(w.engines, 1)  # load per engine
     if step is not None and tpot is not None and window_s > 0:
