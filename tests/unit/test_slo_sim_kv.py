@@ -12,6 +12,8 @@ from statistics import mean, median, quantiles
 import pytest
 
 import specpilot_runtime.vllm_metrics as vm
+from specpilot.api.models import Canary, Slo, Tuning
+from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState, step
 from specpilot_harness.sim.engine import Engine
 from specpilot_harness.sim.metrics import SimMetrics
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
@@ -132,3 +134,100 @@ def test_preemptions_reach_vllms_counter() -> None:
         preempted += out.preemptions
     assert preempted > 0
     assert vm.parse(metrics.exposition().decode()).preemptions == preempted
+
+
+# --- the tuner on simulated engines: the crossover ------------------------------------------------------
+
+WINDOW_S = 30.0
+
+
+class Pod:
+    """One simulated serving pod at N with requests arriving every 1/rate seconds, scraped as the operator
+    scrapes: its exposition parsed, each window the difference of two scrapes."""
+
+    def __init__(self, n: int, rate: float, seed: int) -> None:
+        self.n, self.rate, self.next_arrival, self.count = n, rate, 0.0, 0
+        self.engine = Engine(PROFILE, n, random.Random(seed))
+        self.metrics = SimMetrics("m", n)
+        self.previous = vm.parse(self.metrics.exposition().decode())
+
+    def run_until(self, t: float) -> None:
+        e = self.engine
+        while True:
+            while self.next_arrival <= e.clock and self.next_arrival < t:
+                e.submit(f"r{self.count}", PROMPT, OUTPUT)
+                self.count += 1
+                self.next_arrival += 1.0 / self.rate
+            if e.clock >= t:
+                break
+            if not e.busy:
+                e.catch_up(min(self.next_arrival, t))
+                continue
+            self.metrics.record(e.step())
+            self.metrics.set_queue(e.running, e.waiting)
+
+    def window(self) -> vm.Snapshot:
+        now = vm.parse(self.metrics.exposition().decode())
+        d, self.previous = vm.delta(self.previous, now), now
+        return d
+
+
+def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
+    """Replace-mode canaries beside a stable at N = 0 (two pods; while a canary runs it takes one), each
+    pod at `rate` requests a second; the tuner may try N = 3 only."""
+    tuning = Tuning(enabled=True, candidates=[0, 3], canary=Canary(analysis_window="30s"), slo=slo)
+    state, stable, canary, seed = TunerState.new("draft_model", 0), [Pod(0, rate, 1), Pod(0, rate, 2)], None, 3
+    for w in range(1, windows + 1):
+        t = w * WINDOW_S
+        for pod in stable + ([canary] if canary else []):
+            pod.run_until(t)
+        stable_delta = add_all([p.window() for p in stable])
+        obs_canary = None
+        if canary is not None:
+            ready = canary.engine.clock > 0
+            obs_canary = TrackWindow(canary.n, canary.window(), int(ready), 1)
+        obs = Observations(WINDOW_S, TrackWindow(stable[0].n, stable_delta, len(stable), len(stable)), obs_canary,
+                           stable_replicas=2)
+        state, action = step(state, tuning, obs, t)
+        if action.kind == ActionKind.START_CANARY:
+            assert action.n is not None
+            canary, seed = Pod(action.n, rate, seed), seed + 1
+            canary.engine.catch_up(t)
+            canary.next_arrival = t
+            stable = stable[:1]
+        elif action.kind == ActionKind.PROMOTE:
+            assert action.n is not None
+            stable, canary = [Pod(action.n, rate, seed), Pod(action.n, rate, seed + 1)], None
+            for pod in stable:
+                pod.engine.catch_up(t)
+                pod.next_arrival = t
+        elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP) and canary is not None:
+            canary = None
+            stable.append(Pod(0, rate, seed))
+            stable[-1].engine.catch_up(t)
+            stable[-1].next_arrival = t
+        if state.phase == Phase.CONVERGED:
+            break
+    return state
+
+
+def add_all(deltas: list[vm.Snapshot]) -> vm.Snapshot:
+    from specpilot.scrape.windows import add
+    out = deltas[0]
+    for d in deltas[1:]:
+        out = add(out, d)
+    return out
+
+
+def test_the_tuner_promotes_the_draft_at_low_load_and_the_gates_roll_it_back_at_high_load() -> None:
+    low = tune_on_sim(0.5, Slo(ttft="2s"), windows=40)
+    assert low.stable_n == 3, [h["reason"] for h in low.history]
+    high = tune_on_sim(5.0, Slo(ttft="2s"), windows=14)
+    rolled = [h for h in high.history if h["action"] == ActionKind.ROLLBACK]
+    assert high.stable_n == 0 and rolled, [h["reason"] for h in high.history]
+    assert "TTFT p90" in rolled[0]["reason"] and "breaks the SLO 2 s" in rolled[0]["reason"]
+    assert rolled[0]["numbers"]["verdict"]["gain_pct"] > 0  # it decoded faster all along
+    # Without SLOs the queue it builds is gate enough.
+    plain = tune_on_sim(5.0, None, windows=14)
+    rolled = [h for h in plain.history if h["action"] == ActionKind.ROLLBACK]
+    assert plain.stable_n == 0 and rolled and "canary queues" in rolled[0]["reason"]
