@@ -13,6 +13,7 @@ import pytest
 
 import specpilot_runtime.vllm_metrics as vm
 from specpilot.api.models import Canary, Slo, Tuning
+from specpilot.scrape.windows import add
 from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState, step
 from specpilot_harness.sim.engine import Engine
 from specpilot_harness.sim.metrics import SimMetrics
@@ -212,7 +213,6 @@ def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
 
 
 def add_all(deltas: list[vm.Snapshot]) -> vm.Snapshot:
-    from specpilot.scrape.windows import add
     out = deltas[0]
     for d in deltas[1:]:
         out = add(out, d)

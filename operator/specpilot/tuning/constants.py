@@ -255,3 +255,7 @@ QUEUE_SLACK = 1.0
 # [by hand]
 PREEMPT_RATIO = 2.0
 PREEMPT_SLACK = 1.0
+# Decimals a record keeps of a latency percentile (seconds: a microsecond) and of waiting requests and
+# preemptions per pod. [safety: status size, 120 records of four numbers each]
+LATENCY_DIGITS = 6
+COUNT_DIGITS = 3

@@ -28,8 +28,8 @@ from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
 from specpilot.api.models import DEFAULT_SLO_PERCENTILE
 
-from .constants import (COUNTER_SLACK, ECHO_CHARS, LATENCY_CEILING_S, MAX_LOAD, MAX_MAGNITUDE, MAX_N, MAX_STEP_S,
-                        MAX_TOKEN_RATE, MIN_STEP_S)
+from .constants import (COUNT_DIGITS, COUNTER_SLACK, ECHO_CHARS, LATENCY_CEILING_S, LATENCY_DIGITS, MAX_LOAD,
+                        MAX_MAGNITUDE, MAX_N, MAX_STEP_S, MAX_TOKEN_RATE, MIN_STEP_S)
 from .slo import percentile_s, preemptions_per_pod, token_weighted_tpot, waiting_per_pod
 
 # Condition/Event reason for `acceptance_note`'s message.
@@ -259,9 +259,15 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
                         step_s=None if step is None else min(max(step, MIN_STEP_S), MAX_STEP_S),
                         load=min(max(load, 1.0), MAX_LOAD) if math.isfinite(load) else MAX_LOAD,
                         drafted_per_pos=drafted, scheduled=scheduled,
-                        ttft_q=percentile_s(d.ttft_buckets, percentile), tpot_q=percentile_s(d.tpot_buckets, percentile),
-                        waiting=waiting_per_pod(d, window_s, w.ready_pods),
-                        preempted=preemptions_per_pod(d, w.ready_pods))
+                        ttft_q=_rounded(percentile_s(d.ttft_buckets, percentile), LATENCY_DIGITS),
+                        tpot_q=_rounded(percentile_s(d.tpot_buckets, percentile), LATENCY_DIGITS),
+                        waiting=_rounded(waiting_per_pod(d, window_s, w.ready_pods), COUNT_DIGITS),
+                        preempted=_rounded(preemptions_per_pod(d, w.ready_pods), COUNT_DIGITS))
+
+
+def _rounded(x: float | None, digits: int) -> float | None:
+    """A gate's number as the status keeps it (LATENCY_DIGITS, COUNT_DIGITS)."""
+    return None if x is None else round(x, digits)
 
 
 def _count(x: float) -> float:
