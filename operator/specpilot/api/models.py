@@ -333,7 +333,7 @@ def _slo_duration(field: str, most: str) -> Any:
 
 
 class Slo(_Model):
-    """Latency SLOs a canary must not break where the stable meets them (docs/tuner.md, "SLO gates")."""
+    """Latency SLOs a canary must not break where the stable meets them (docs/tuner.md, "SLO and queueing gates")."""
 
     ttft: str | None = _slo_duration("time to first token", MAX_SLO_TTFT)
     tpot: str | None = _slo_duration("time per output token", MAX_SLO_TPOT)
