@@ -38,3 +38,11 @@ def test_a_stranger_is_named_once_and_only_after_two_windows_running() -> None:
     assert notice.to_name([stranger]) == []  # named once
     assert notice.to_name([]) == [] and notice.to_name([stranger]) == []  # gone, then back: seen once again
     assert [p["metadata"]["name"] for p in notice.to_name([stranger])] == ["by-hand"]
+
+
+def test_a_terminating_stranger_is_not_named() -> None:
+    """A rolled-back canary's pod drains after its ReplicaSet is gone: a stranger by owners, but leaving."""
+    notice = StrangerNotice()
+    draining = _obj("chat-canary-1-a", "p2", None)
+    draining["metadata"]["deletionTimestamp"] = "2026-12-07T09:54:03Z"
+    assert notice.to_name([draining]) == [] and notice.to_name([draining]) == []

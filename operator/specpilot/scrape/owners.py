@@ -44,7 +44,9 @@ class StrangerNotice:
 
     def to_name(self, strangers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         uids = {_uid(p) for p in strangers}
-        new = [p for p in strangers if _uid(p) in self.suspects and _uid(p) not in self.named]
+        # A terminating pod is on its way out: a rolled-back canary's, draining after its ReplicaSet went.
+        new = [p for p in strangers if _uid(p) in self.suspects and _uid(p) not in self.named
+               and not (p.get("metadata") or {}).get("deletionTimestamp")]
         self.suspects = uids
         self.named = (self.named | {_uid(p) for p in new}) & uids
         return new
