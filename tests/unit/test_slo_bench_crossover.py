@@ -43,6 +43,8 @@ def test_at_light_load_both_objectives_speculate_and_no_gate_fires(bench: dict) 
     assert light["old_n"] > 0 and light["new_n"] > 0
     assert light["gate_rollbacks"] == 0
     assert light["new_share"] == light["old_share"] == 1.0  # every request meets the SLOs at every N
+    tpot = light["tpot_median_ms"]
+    assert tpot[str(light["new_n"])] < tpot["0"] / 2  # what speculation wins there: decode speed
 
 
 def test_at_heavy_load_the_slo_gate_rolls_the_speculative_canaries_back(bench: dict) -> None:
@@ -61,4 +63,4 @@ def test_the_summary_scores_both_choices_and_the_gates_share(bench: dict) -> Non
     assert s["new_mean_slo_goodput"] > s["old_mean_slo_goodput"]
     assert s["gate_rollback_share"] == pytest.approx(s["gate_rollbacks"] / s["canaries"], abs=1e-4)
     assert s["gate_rollbacks"] >= 1
-    assert "| kv-draft-big-share | 20 |" in bench["markdown"]
+    assert "| kv-draft-big-share | 20 |" in bench["markdown"] and "TPOT ms new N / N=0" in bench["markdown"]

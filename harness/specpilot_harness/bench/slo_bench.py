@@ -89,13 +89,14 @@ def run_level(profile: Profile, level: int, traffic: Traffic, seed: int, windows
     requests = Requests(request_rate(profile, level, traffic), traffic.prompt_tokens, traffic.output_tokens)
     old = run_tuner(at_level, seed, windows, "single", old_fleet())
     new = tune_on_engines(at_level, requests, traffic.slo, windows, seed)
-    goodput = {n: serve(at_level, n, requests, traffic.slo, serve_s, seed).slo_goodput
-               for n in range(profile.max_n + 1)}
+    served = {n: serve(at_level, n, requests, traffic.slo, serve_s, seed) for n in range(profile.max_n + 1)}
+    goodput = {n: s.slo_goodput for n, s in served.items()}
     best = max(goodput.values())
     return {"name": profile.name, "level": level, "rate": round(requests.rate, 4), "seed": seed,
             "old_n": old.chosen_n, "new_n": new.chosen_n,
             "best_n": [n for n, g in goodput.items() if g >= best],
             "slo_goodput": {str(n): round(g, 1) for n, g in goodput.items()},
+            "tpot_median_ms": {str(n): round(1000 * s.tpot_median, 2) for n, s in served.items()},
             "old_share": round(goodput[old.chosen_n] / best, 4) if best else None,
             "new_share": round(goodput[new.chosen_n] / best, 4) if best else None,
             "canaries": len(new.tried), "tried": new.tried, "gate_rollbacks": len(new.gate_rollbacks),
@@ -134,16 +135,21 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Per profile and level, over seeds: the N each objective picked, their SLO goodput, the gates."""
     header = ["profile", "seq/pod", "req/s/pod", "best N", "old N", "old SLO goodput", "new N",
-              "new SLO goodput", "best SLO goodput", "gate rollbacks / canaries"]
+              "new SLO goodput", "best SLO goodput", "TPOT ms new N / N=0", "gate rollbacks / canaries"]
     out = []
     keys = list(dict.fromkeys((r["name"], r["level"]) for r in rows))
     for name, level in keys:
         rs = [r for r in rows if (r["name"], r["level"]) == (name, level)]
         mean = lambda key: sum(float(r["slo_goodput"][str(r[key])]) for r in rs) / len(rs)  # noqa: E731
         ns = lambda key: ",".join(str(r[key]) for r in rs)  # noqa: E731 - the N of each seed
-        best = max(float(g) for g in rs[0]["slo_goodput"].values())
-        out.append([name, str(level), f"{rs[0]['rate']:.2f}", ",".join(map(str, rs[0]["best_n"])), ns("old_n"),
+        best = sum(max(float(g) for g in r["slo_goodput"].values()) for r in rs) / len(rs)
+        tpot = sum(r["tpot_median_ms"][str(r["new_n"])] for r in rs) / len(rs)
+        tpot_off = sum(r["tpot_median_ms"]["0"] for r in rs) / len(rs)
+        everywhere = set.intersection(*(set(r["best_n"]) for r in rs))  # best in every seed
+        out.append([name, str(level), f"{rs[0]['rate']:.2f}", ",".join(map(str, sorted(everywhere))) or "-",
+                    ns("old_n"),
                     f"{mean('old_n'):.0f}", ns("new_n"), f"{mean('new_n'):.0f}", f"{best:.0f}",
+                    f"{tpot:.1f} / {tpot_off:.1f}",
                     f"{sum(r['gate_rollbacks'] for r in rs)} / {sum(r['canaries'] for r in rs)}"])
     return header, out
 

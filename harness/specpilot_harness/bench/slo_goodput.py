@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from statistics import median
 
 from specpilot.api.models import Slo
 
@@ -26,6 +27,7 @@ class Served:
     slo_goodput: float
     throughput: float
     met_share: float  # the share of requests that met every SLO
+    tpot_median: float  # seconds: what speculation wins where every N meets the SLOs
 
 
 def _ttft(req: FinishedRequest) -> float:
@@ -60,5 +62,7 @@ def serve(profile: Profile, n: int, requests: Requests, slo: Slo, seconds: float
             continue
         done += engine.step().finished
     good = [r for r in done if _meets(r, slo)]
+    tpots = [r.time_per_output_token for r in done if r.time_per_output_token is not None]
     return Served(sum(r.generation_tokens for r in good) / seconds,
-                  sum(r.generation_tokens for r in done) / seconds, len(good) / max(len(done), 1))
+                  sum(r.generation_tokens for r in done) / seconds, len(good) / max(len(done), 1),
+                  median(tpots) if tpots else 0.0)
