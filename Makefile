@@ -91,6 +91,7 @@ bench: tools
 	$(BIN)/specpilot bench tuner --profiles harness/specpilot_harness/bench/profiles/mixed-load-holdout3.json --seeds 5 --mode schedule --floor --measure canary
 	$(BIN)/specpilot bench tournament --profiles harness/specpilot_harness/bench/profiles/tournaments-article.json --seeds 5
 	$(BIN)/specpilot bench judge
+	$(BIN)/specpilot bench slo --profiles harness/specpilot_harness/bench/profiles/kv-crossover.json --seeds 2
 	$(BIN)/specpilot bench operator --deployments 100,200
 
 crd: setup
