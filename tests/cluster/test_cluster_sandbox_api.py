@@ -193,3 +193,31 @@ def test_lists_come_in_pages(bare: Cluster) -> None:
             break
     assert names == [f"p-{i}" for i in range(7)]
     assert len(bare.kubectl("get", "cm", "-n", "paged", "--chunk-size=2", "-o", "name").stdout.split()) == 8
+
+
+def test_a_pod_waits_for_the_configmap_it_mounts_as_a_kubelet_does(bare: Cluster) -> None:
+    """A pod created before its ConfigMap (an operator's applies racing, a user's order) stays ContainerCreating
+    and says which volume; once the ConfigMap exists it starts, with the ConfigMap's files. An optional volume
+    does not hold it."""
+    bare.kubectl("create", "namespace", "mounts")
+    pod = """
+apiVersion: v1
+kind: Pod
+metadata: {name: early}
+spec:
+  containers: [{name: c, image: "web:1", volumeMounts: [{name: conf, mountPath: /etc/conf},
+                                                       {name: extra, mountPath: /etc/extra}]}]
+  volumes: [{name: conf, configMap: {name: late}}, {name: extra, configMap: {name: never, optional: true}}]
+"""
+    assert bare.apply(pod, "mounts").returncode == 0
+
+    def waiting() -> dict | None:
+        statuses = ((bare.get("pod", "early", "-n", "mounts") or {}).get("status") or {}).get("containerStatuses")
+        return ((statuses or [{}])[0].get("state") or {}).get("waiting")
+    said = wait_for("the pod to say what it waits for", lambda: (w := waiting()) and "late" in w.get("message", "")
+                    and w)
+    assert said["reason"] == "ContainerCreating" and 'volume "conf"' in said["message"], said
+    assert "never" not in said["message"]
+    assert bare.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}\n", "mounts").returncode == 0
+    wait_for("the pod to run", lambda: ((bare.get("pod", "early", "-n", "mounts") or {}).get("status") or {})
+             .get("phase") == "Running" and not waiting())

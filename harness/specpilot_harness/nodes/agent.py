@@ -26,7 +26,8 @@ from typing import Any
 
 from specpilot_harness.nodes.addresses import AddressPool
 from specpilot_harness.nodes.api import Api, ApiError, Credentials
-from specpilot_harness.nodes.volumes import VolumeSources, mounted_files, source_data, volume_sources
+from specpilot_harness.nodes.volumes import (VolumeSources, mounted_files, optional_volumes, source_data,
+                                               volume_sources)
 from specpilot_harness.sandbox.pod_runtime import NoopRuntime, PodContext, PodRuntime
 
 log = logging.getLogger(__name__)
@@ -250,9 +251,18 @@ class NodeAgent:
             known.task = asyncio.create_task(self._setup_and_run(known, pod))
 
     async def _setup_and_run(self, pod: _Pod, live: dict[str, Any]) -> None:
-        """The pod's address, volumes and owners, then its containers."""
-        address = await asyncio.to_thread(self.addresses.take)
-        pod.ctx = PodContext(live, address, await self._files(live), await self._owners(live))
+        """The pod's address, volumes and owners, then its containers. As a kubelet, no container starts while
+        a volume's ConfigMap or Secret is missing (unless the volume is optional): the pod stays
+        ContainerCreating, saying which, and the mount is tried again until the object exists."""
+        pod.ctx = PodContext(live, await asyncio.to_thread(self.addresses.take), {})
+        while True:
+            files, missing = await self._files(live)
+            if not missing:
+                break
+            await self._status(pod, "Pending", False, waiting=(
+                "ContainerCreating", "MountVolume.SetUp failed: " + "; ".join(missing)))
+            await asyncio.sleep(self.volume_sync_s)
+        pod.ctx = PodContext(live, pod.ctx.ip, files, await self._owners(live))
         await self._run(pod)
 
     async def _run(self, pod: _Pod) -> None:
@@ -339,17 +349,22 @@ class NodeAgent:
             if exc.status != 404:
                 log.info("status of pod %s not written: %s", pod.ctx.name, exc)
 
-    async def _files(self, pod: dict[str, Any]) -> dict[str, str]:
-        """ConfigMap and Secret volumes as the containers would see them (missing sources: no files): from the
-        watches, the API asked for what they have not delivered yet (a pod made with its ConfigMap)."""
+    async def _files(self, pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+        """ConfigMap and Secret volumes as the containers would see them, and the required ones whose object is
+        missing (as the kubelet says it): from the watches, the API asked for what they have not delivered yet
+        (a pod made with its ConfigMap)."""
         sources: dict[str, dict[str, str]] = {}
+        missing: list[str] = []
+        optional = optional_volumes(pod)
         for name, (kind, ns, obj_name) in volume_sources(pod).items():
             data = self.volumes.objects.get((kind, ns, obj_name))
             if data is None:
                 obj = await self.api.get(f"/api/v1/namespaces/{ns}/{kind}/{obj_name}", cached=True)
+                if obj is None and name not in optional:
+                    missing.append(f'volume "{name}": {kind[:-1]} "{obj_name}" not found')
                 data = source_data(kind, obj)
             sources[name] = data
-        return mounted_files(pod, sources)
+        return mounted_files(pod, sources), missing
 
     async def _owners(self, obj: dict[str, Any]) -> tuple[dict[str, Any], ...]:
         """`obj`'s chain of controller owners as the API server holds them, nearest first."""

@@ -16,6 +16,12 @@ from typing import Any
 SourceKey = tuple[str, str, str]
 
 
+def optional_volumes(pod: dict[str, Any]) -> set[str]:
+    """The ConfigMap and Secret volumes marked optional: mounted empty while their object is missing."""
+    return {vol["name"] for vol in (pod.get("spec") or {}).get("volumes") or []
+            if ((vol.get("configMap") or vol.get("secret") or {}).get("optional")) is True}
+
+
 def volume_sources(pod: dict[str, Any]) -> dict[str, SourceKey]:
     """The pod's ConfigMap and Secret volumes: volume name -> the object it mounts."""
     ns = pod["metadata"]["namespace"]
