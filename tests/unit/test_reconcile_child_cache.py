@@ -175,3 +175,28 @@ def test_a_child_whose_apply_met_a_conflict_is_announced_as_updated_by_the_retry
     said = [r.getMessage() for r in caplog.records]
     assert said == ["reconciled team/chat: updated ConfigMap chat-drain for generation 1 and the current track "
                     "plan"], said
+
+
+def test_a_deployment_is_applied_only_after_the_configmaps_its_pods_mount() -> None:
+    """A pod made before its ConfigMap waits for the kubelet's next mount attempt: the ConfigMaps (and the
+    Service) go first, and when one of them meets a transient error the Deployment waits for the retry."""
+    import pytest
+
+    api = FakeApi(_sd())
+    reconciler = _reconciler(api)
+    reconciler.born("team", "chat", "u-chat")
+    apply = api.apply
+
+    def busy_engine_config(obj: dict[str, Any], field_manager: str = "specpilot", force: bool = True) -> Any:
+        if obj["metadata"]["name"] == "chat-engine":
+            raise KubeError(429, "TooManyRequests", "injected")
+        return apply(obj, field_manager, force)
+    api.apply = busy_engine_config  # type: ignore[method-assign]
+    with pytest.raises(KubeError):
+        reconciler.reconcile("team", "chat")
+    assert "apply Deployment" not in api.calls and ("Deployment", "chat") not in api.children
+    api.apply = apply  # type: ignore[method-assign]
+    api.calls.clear()
+    assert reconciler.reconcile("team", "chat") == "applied"
+    applies = [c for c in api.calls if c.startswith("apply")]
+    assert applies[-1] == "apply Deployment" and "apply ConfigMap" in applies[:-1], applies

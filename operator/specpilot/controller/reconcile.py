@@ -230,8 +230,15 @@ class Reconciler:
         bodies = [ap.digest(child) for child in desired]
         stale = [i for i, (child, before) in enumerate(zip(desired, befores)) if before is None
                  or applied.get(keys[i]) != bodies[i] or not ap.holds(before, child)]
-        answers = dict(zip(stale, self._at_once(lambda i: self.kube.apply(desired[i], force=befores[i] is not None),
-                                                stale)))
+        # What the pods mount (ConfigMaps) and the Service go first, the Deployments once those are in: a pod made
+        # before its ConfigMap waits for the kubelet's next mount attempt (FailedMount, back-off up to minutes).
+        answers: dict[int, Any] = {}
+        for batch in ([i for i in stale if desired[i]["kind"] != "Deployment"],
+                      [i for i in stale if desired[i]["kind"] == "Deployment"]):
+            if any(isinstance(a, KubeError) and a.transient for a in answers.values()):
+                break  # retried whole: a Deployment waits for the ConfigMap it mounts
+            answers.update(zip(batch, self._at_once(
+                lambda i: self.kube.apply(desired[i], force=befores[i] is not None), batch)))
         for i, result in answers.items():  # every apply that went through is known, even if another is retried
             applied.pop(keys[i], None)
             if not isinstance(result, KubeError):
