@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import specpilot_runtime.vllm_metrics as vm
+from specpilot.api.models import Slo
 from specpilot.scrape.windows import add
 from specpilot.tuning.constants import LATENCY_CEILING_S
 from specpilot.tuning.observations import TrackWindow, WindowRecord, implausible, record
@@ -135,7 +136,7 @@ def test_a_record_keeps_the_numbers_at_the_specs_percentile_and_reads_them_back_
                     ttft_buckets=BUCKETS, tpot_buckets=((0.02, 80.0), (0.05, 100.0), (INF, 100.0)),
                     queue_time_sum=120.0, queue_time_count=100.0, preemptions=4.0)
     w = TrackWindow(n=3, delta=d, ready_pods=2, desired_pods=2)
-    r = record(7, "canary", w, 60.0, percentile=0.95)
+    r = record(7, "canary", w, 60.0, slo=Slo(percentile=0.95))
     assert r.ttft_q == pytest.approx(1.75) and r.tpot_q == pytest.approx(0.0425)
     assert r.waiting == pytest.approx(1.0) and r.preempted == pytest.approx(2.0)
     assert WindowRecord.from_json(r.to_json()) == r
@@ -172,3 +173,30 @@ def test_a_forged_token_weighted_tpot_makes_the_window_implausible() -> None:
                     request_tokens_sum=1100.0, request_tokens_count=100.0)
     why = implausible(TrackWindow(n=0, delta=d, ready_pods=1, desired_pods=1), 60.0)
     assert why is not None and "token-weighted time per output token" in why
+
+
+def test_the_share_of_requests_within_an_slo_is_read_off_the_buckets() -> None:
+    from specpilot.tuning.slo import share_within
+    buckets = [(0.5, 40.0), (1.0, 60.0), (2.0, 90.0), (INF, 100.0)]
+    assert share_within(buckets, 1.0) == pytest.approx(0.6)
+    assert share_within(buckets, 1.5) == pytest.approx(0.75)  # halfway through the 1-2 s bucket
+    assert share_within(buckets, 0.25) == pytest.approx(0.2)  # the first bucket starts at 0
+    assert share_within(buckets, 50.0) == pytest.approx(0.9)  # the +Inf bucket's 10 never meet it
+    assert share_within(buckets, None) is None
+    assert share_within([(1.0, 0.0), (INF, 0.0)], 1.0) is None  # no request
+    assert share_within([(1.0, 5.0), (0.5, float("nan"))], 1.0) is None  # no histogram
+
+
+def test_a_record_keeps_the_shares_meeting_the_slo_and_reads_them_back() -> None:
+    from specpilot.tuning.observations import TrackWindow
+    d = vm.Snapshot(drafts=10.0, accepted_tokens=10.0, accepted_per_pos=(6.0, 4.0, 0.0), generation_tokens=400.0,
+                    tpot_sum=1.0, tpot_count=50.0, ttft_buckets=((1.0, 30.0), (2.0, 45.0), (INF, 50.0)),
+                    tpot_buckets=((0.01, 10.0), (0.05, 50.0), (INF, 50.0)))
+    r = record(3, "stable", TrackWindow(n=3, delta=d, ready_pods=1, desired_pods=1), 10.0,
+               slo=Slo(ttft="1500ms", tpot="20ms"))
+    assert r.ttft_met == pytest.approx(0.75) and r.tpot_met == pytest.approx(0.4)  # 10 + 40 x 1/4, of 50
+    back = WindowRecord.from_json(r.to_json())
+    assert (back.ttft_met, back.tpot_met) == (r.ttft_met, r.tpot_met)
+    assert record(3, "stable", TrackWindow(n=3, delta=d, ready_pods=1, desired_pods=1), 10.0).ttft_met is None
+    with pytest.raises(ValueError, match="record tm"):
+        WindowRecord.from_json({**r.to_json(), "tm": 1.5})

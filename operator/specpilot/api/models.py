@@ -429,11 +429,6 @@ class Tuning(_Model):
                     "them, a canary that queues or preempts clearly more than the stable is rolled back.")
 
     @property
-    def slo_percentile(self) -> float:
-        """The percentile a track's latency is measured at: the SLO's, else the default's."""
-        return DEFAULT_SLO_PERCENTILE if self.slo is None else self.slo.percentile
-
-    @property
     def canary_margin(self) -> float:
         """The promotion margin a canary (pods of its own: a method, a checkpoint) is held to."""
         return CANARY_MARGIN if self.promotion_margin is None else self.promotion_margin

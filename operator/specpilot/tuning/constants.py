@@ -247,6 +247,9 @@ LATENCY_CEILING_S = 1e4
 # A canary's median percentile must exceed the SLO by this share to break it: interpolation inside vLLM's
 # wide buckets (1 s to 2.5 s for TTFT) moves a percentile by more than a hair's breadth. [by hand]
 SLO_TOLERANCE = 0.05
+# Where the stable breaks an SLO too, a canary whose median share of requests meeting it is lower by more than
+# this fails those users: five points is beyond what a window's histogram interpolation moves. [by hand]
+ATTAINMENT_DROP = 0.05
 # A canary queues clearly more than the stable when its median waiting requests per pod exceed this many
 # times the stable's, plus QUEUE_SLACK requests per pod: a queue of one or two comes and goes. [by hand]
 QUEUE_RATIO = 2.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specpilot.api.models import DEFAULT_SLO_PERCENTILE, Tuning, duration_seconds
+from specpilot.api.models import Slo, Tuning, duration_seconds
 
 from .actions import Action, decide
 from .constants import LOADS_KEPT as LOADS_KEPT  # noqa: F401 - the controller's resume check imports it here
@@ -53,7 +53,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
     st = state.copy()
     if not tuning.enabled:
         return st, _disabled(st, now)
-    record_window(st, obs, percentile=tuning.slo_percentile)
+    record_window(st, obs, slo=tuning.slo)
     # The planning calls are looked up now: the bench's floor (`bench tuner --floor`) swaps them.
     w = Window(st, tuning, obs, now, Planner(_plan, propose), wait)
     if st.phase == Phase.CONVERGED:
@@ -126,22 +126,22 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
 
 
 def record_window(state: TunerState, obs: Observations, in_round: bool = True,
-                  percentile: float = DEFAULT_SLO_PERCENTILE) -> None:
+                  slo: Slo | None = None) -> None:
     """Keep the window's records (and paired step times) in `state`. `in_round`: the window counts against
     the round's window budget (a method canary's windows do not: they tune no N). Nor do the windows a
     canary spends starting: the budget is for analysis, a restart takes from seconds (a simulated engine)
-    to minutes (a large model loading, vLLM on CPU), and progressDeadline already bounds it. `percentile`: the
-    one the records' latency percentiles are taken at (`Tuning.slo_percentile`)."""
+    to minutes (a large model loading, vLLM on CPU), and progressDeadline already bounds it. `slo`:
+    spec.tuning.slo, what the records' latency numbers are taken against (`observations.record`)."""
     state.seq += 1
     state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING
     recs: dict[str, WindowRecord] = {}
     if measurable(obs.stable, obs.window_s) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None,
-                                percentile)
+                                slo)
         beside, beside_pods = None, 0
         if measurable(obs.canary, obs.window_s):
             beside = record(state.seq, "canary", obs.canary, obs.window_s,  # any canary pods, analysed or not
-                            percentile=percentile)
+                            slo=slo)
             beside_pods = obs.canary.ready_pods
         if obs.switchback:
             recs["stable"] = dataclasses.replace(recs["stable"], alone_load=recs["stable"].load)
@@ -151,7 +151,7 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True,
         and state.seq >= state.analysis_from_seq
     if analysing and measurable(obs.canary, obs.window_s) and obs.canary.n == state.canary_n:
         recs["canary"] = record(state.seq, "canary", obs.canary, obs.window_s, state.canary_schedule is not None,
-                                percentile)
+                                slo)
     for r in recs.values():
         state.add_record(r)
     if analysing and state.analysis_from_seq is not None and state.warmup_until is not None:

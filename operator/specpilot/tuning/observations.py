@@ -26,11 +26,11 @@ from typing import Any, TypeGuard
 
 from specpilot_runtime.vllm_metrics import SPEC_DRAFTED_PER_POS, Snapshot
 
-from specpilot.api.models import DEFAULT_SLO_PERCENTILE
+from specpilot.api.models import DEFAULT_SLO_PERCENTILE, Slo
 
 from .constants import (COUNT_DIGITS, COUNTER_SLACK, ECHO_CHARS, LATENCY_CEILING_S, LATENCY_DIGITS, MAX_LOAD,
                         MAX_MAGNITUDE, MAX_N, MAX_STEP_S, MAX_TOKEN_RATE, MIN_STEP_S)
-from .slo import percentile_s, preemptions_per_pod, token_weighted_tpot, waiting_per_pod
+from .slo import percentile_s, preemptions_per_pod, share_within, token_weighted_tpot, waiting_per_pod
 
 # Condition/Event reason for `acceptance_note`'s message.
 DRAFTED_PER_POS_ABSENT = "DraftedPerPositionAbsent"
@@ -123,6 +123,9 @@ class WindowRecord:
     tpot_q: float | None = None
     waiting: float | None = None
     preempted: float | None = None
+    # The share of the window's requests that met spec.tuning.slo's TTFT and TPOT (None without that SLO).
+    ttft_met: float | None = None
+    tpot_met: float | None = None
 
     @property
     def mix_load(self) -> float:
@@ -186,8 +189,10 @@ class WindowRecord:
 
 # The SLO fields' keys in a status record, and the bounds a record read back is held to (absent from statuses
 # written before they were kept).
-_SLO_KEYS = {"tq": "ttft_q", "pq": "tpot_q", "wq": "waiting", "pre": "preempted"}
+_SLO_KEYS = {"tq": "ttft_q", "pq": "tpot_q", "wq": "waiting", "pre": "preempted", "tm": "ttft_met",
+             "pm": "tpot_met"}
 _SLO_BOUNDS = {"tq": ("ttft_q", LATENCY_CEILING_S), "pq": ("tpot_q", LATENCY_CEILING_S),
+               "tm": ("ttft_met", 1.0), "pm": ("tpot_met", 1.0),
                "wq": ("waiting", MAX_LOAD), "pre": ("preempted", MAX_MAGNITUDE)}
 
 
@@ -233,13 +238,16 @@ def measurable(w: TrackWindow | None, window_s: float) -> TypeGuard[TrackWindow]
 
 
 def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: bool = False,
-           percentile: float = DEFAULT_SLO_PERCENTILE) -> WindowRecord:
-    """Turn one track's counter deltas into the tuner's per-window numbers; `percentile`: the one the
-    latency percentiles are taken at (spec.tuning.slo's). `scheduled`: the track serves
+           slo: Slo | None = None) -> WindowRecord:
+    """Turn one track's counter deltas into the tuner's per-window numbers; `slo`: spec.tuning.slo, whose
+    percentile the latency percentiles are taken at (else the default's) and whose limits the shares of
+    requests meeting them are counted against. `scheduled`: the track serves
     a batch-size schedule, so drafts shorter than N come from the schedule and each position's acceptance
     is divided by the drafts that reached it. Otherwise short drafts are the drafter's own (a suffix or
     n-gram drafter with nothing to propose): what N buys is acceptance over every draft."""
     d = w.delta
+    percentile = DEFAULT_SLO_PERCENTILE if slo is None else slo.percentile
+    ttft_limit, tpot_limit = (None, None) if slo is None else (slo.ttft_s, slo.tpot_s)
     n_pos = min(w.n, len(d.accepted_per_pos))
     drafts = _count(d.drafts) if w.n > 0 else 0.0
     acc = tuple(min(_count(a), drafts) for a in d.accepted_per_pos[:n_pos])
@@ -262,7 +270,9 @@ def record(seq: int, track: str, w: TrackWindow, window_s: float, scheduled: boo
                         ttft_q=_rounded(percentile_s(d.ttft_buckets, percentile), LATENCY_DIGITS),
                         tpot_q=_rounded(percentile_s(d.tpot_buckets, percentile), LATENCY_DIGITS),
                         waiting=_rounded(waiting_per_pod(d, window_s, w.ready_pods), COUNT_DIGITS),
-                        preempted=_rounded(preemptions_per_pod(d, w.ready_pods), COUNT_DIGITS))
+                        preempted=_rounded(preemptions_per_pod(d, w.ready_pods), COUNT_DIGITS),
+                        ttft_met=_rounded(share_within(d.ttft_buckets, ttft_limit), COUNT_DIGITS),
+                        tpot_met=_rounded(share_within(d.tpot_buckets, tpot_limit), COUNT_DIGITS))
 
 
 def _rounded(x: float | None, digits: int) -> float | None:

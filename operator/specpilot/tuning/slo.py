@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from specpilot_runtime.vllm_metrics import Snapshot
 
-from specpilot.api.drain import p99_from_histogram
+from specpilot.api.drain import checked_buckets, p99_from_histogram
 
 from .constants import LATENCY_CEILING_S, MAX_LOAD, MAX_MAGNITUDE
 
@@ -27,6 +27,23 @@ def percentile_s(buckets: Iterable[tuple[float, float]], q: float) -> float | No
         return None
     value = p99_from_histogram(buckets, q)
     return None if value is None else min(value, LATENCY_CEILING_S)
+
+
+def share_within(buckets: Iterable[tuple[float, float]], limit_s: float | None) -> float | None:
+    """The share of one window's requests whose latency was at most `limit_s` (an SLO), interpolated inside its
+    bucket as `percentile_s`; None without a limit, a request or a histogram. A request in the +Inf bucket
+    never meets it: its latency is only known to be above the largest bound."""
+    rows = checked_buckets(buckets)
+    if limit_s is None or rows is None or rows[-1][1] <= 0:
+        return None
+    below_le, below_count = 0.0, 0.0
+    for le, count in rows:
+        if le == math.inf:
+            break
+        if limit_s <= le:
+            return (below_count + (count - below_count) * (limit_s - below_le) / (le - below_le)) / rows[-1][1]
+        below_le, below_count = le, count
+    return below_count / rows[-1][1]
 
 
 def _count(x: float) -> float | None:

@@ -8,6 +8,9 @@ is not a verdict):
 - an SLO of spec.tuning.slo (TTFT, TPOT at its percentile): broken when the canary's median percentile is
   above the SLO by SLO_TOLERANCE while the stable's median meets it (where the stable breaks it too, the
   SLO does not tell the two apart: the goodput judge does);
+- where the stable breaks an SLO too, the share of requests that meet it: broken when the canary's median
+  share is below the SLO's percentile and below the stable's by more than ATTAINMENT_DROP (a faster decode that leaves more requests out of
+  the SLO is no gain to those users);
 - queueing, with or without SLOs: the canary's median waiting requests per pod above QUEUE_RATIO times the
   stable's plus QUEUE_SLACK;
 - preemptions, likewise (PREEMPT_RATIO, PREEMPT_SLACK).
@@ -24,8 +27,8 @@ from statistics import median
 
 from specpilot.api.models import Slo
 
-from .constants import (LATENCY_CEILING_S, MIN_WINDOWS, PREEMPT_RATIO, PREEMPT_SLACK, QUEUE_RATIO, QUEUE_SLACK,
-                        SLO_TOLERANCE)
+from .constants import (ATTAINMENT_DROP, LATENCY_CEILING_S, MIN_WINDOWS, PREEMPT_RATIO, PREEMPT_SLACK, QUEUE_RATIO,
+                        QUEUE_SLACK, SLO_TOLERANCE)
 from .observations import WindowRecord
 
 Pairs = Sequence[tuple[WindowRecord, WindowRecord]]
@@ -36,7 +39,7 @@ class Breach:
     """A gate the canary breaks: which, the medians measured, over how many paired windows, and whether that
     is enough windows to roll it back."""
 
-    gate: str  # "ttft-slo", "tpot-slo", "queueing", "preemptions"
+    gate: str  # "ttft-slo", "tpot-slo", "ttft-attainment", "tpot-attainment", "queueing", "preemptions"
     canary: float
     stable: float
     windows: int
@@ -73,6 +76,19 @@ def _latency(pairs: Pairs, gate: str, label: str, field: Callable[[WindowRecord]
                   f"(stable {_seconds(stable)}; medians of {n} paired windows)")
 
 
+def _attainment(pairs: Pairs, gate: str, label: str, field: Callable[[WindowRecord], float | None],
+                slo_s: float | None, percentile: float) -> Breach | None:
+    got = _medians(pairs, field)
+    if slo_s is None or got is None:
+        return None
+    stable, canary, n = got
+    if not (canary < percentile and canary < stable - ATTAINMENT_DROP):  # a canary meeting the SLO passes
+        return None
+    return Breach(gate, canary, stable, n, n >= MIN_WINDOWS,
+                  f"canary meets the {label} SLO {_seconds(slo_s)} for {canary:.0%} of requests, the stable for "
+                  f"{stable:.0%} (medians of {n} paired windows)")
+
+
 def _more(pairs: Pairs, gate: str, what: str, field: Callable[[WindowRecord], float | None], ratio: float,
           slack: float) -> Breach | None:
     got = _medians(pairs, field)
@@ -92,6 +108,8 @@ def breaches(pairs: Pairs, slo: Slo | None) -> list[Breach]:
     found = [
         _latency(pairs, "ttft-slo", "TTFT", lambda r: r.ttft_q, slo.ttft_s if slo else None, percentile),
         _latency(pairs, "tpot-slo", "TPOT", lambda r: r.tpot_q, slo.tpot_s if slo else None, percentile),
+        _attainment(pairs, "ttft-attainment", "TTFT", lambda r: r.ttft_met, slo.ttft_s if slo else None, percentile),
+        _attainment(pairs, "tpot-attainment", "TPOT", lambda r: r.tpot_met, slo.tpot_s if slo else None, percentile),
         _more(pairs, "queueing", "queues: waiting requests", lambda r: r.waiting, QUEUE_RATIO, QUEUE_SLACK),
         _more(pairs, "preemptions", "preempts: requests preempted a window", lambda r: r.preempted, PREEMPT_RATIO,
               PREEMPT_SLACK),

@@ -53,7 +53,7 @@ class TournamentWindow:
         """A copy of the N tuner's state with this window recorded, outside the round's window budget (a
         method canary's windows tune no N)."""
         st = self.inner.copy()
-        machine.record_window(st, self.obs, in_round=False, percentile=self.tuning.slo_percentile)
+        machine.record_window(st, self.obs, in_round=False, slo=self.tuning.slo)
         return st
 
     @cached_property
@@ -123,7 +123,7 @@ def stable_switched(x: TournamentWindow) -> Step | None:
         return None
     st, c = x.inner.copy(), x.contenders[x.tour.stable]
     x.tour.enter(Stage.IDLE, x.now)
-    machine.record_window(st, x.obs, percentile=x.tuning.slo_percentile)
+    machine.record_window(st, x.obs, slo=x.tuning.slo)
     return st, Action(ActionKind.HOLD, st.stable_n, f"stable track runs {c.label} N={st.stable_n}")
 
 
@@ -194,7 +194,7 @@ def method_canary_analysed(x: TournamentWindow) -> Step:
     assert t.canary is not None
     if w is not None and measurable(w, x.obs.window_s) and w.n == t.canary_n \
             and st.seq >= (t.analysis_from_seq or st.seq):
-        r = record(st.seq, "canary", w, x.obs.window_s, percentile=x.tuning.slo_percentile)
+        r = record(st.seq, "canary", w, x.obs.window_s, slo=x.tuning.slo)
         t.records = (t.records + [r])[-METHOD_CANARY_MAX_RECORDS:]
     promoted = list(t.records)
     action = first(METHOD_ANALYSIS_RULES, MethodAnalysis(t, st, x.tuning, x.contenders, x.obs, x.now))
