@@ -31,6 +31,7 @@ from .checkpoint import check_checkpoints
 from .drain import read_drain
 from .engine_config import ENV_NAME_PATTERN, NO_NUL_PATTERN, TEARDOWN_S, EngineConfig
 from .files import FileProblem, kib, parse_json, read_bounded
+from .hub_config import fetch_config
 from .report import MAX_PATH_CHARS, one_line, summarised
 from .speculative import MODEL_PATTERN, Problem
 
@@ -73,9 +74,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
+def load(path: Path, fetch: bool = False) -> tuple[EngineConfig | None, list[Problem]]:
     """engine.json parsed and checked: the config, and every problem with it. A problem with the file as a
-    whole has the path "" (the caller names the file)."""
+    whole has the path "" (the caller names the file). `fetch`: a hub id's config.json not in the pod's hub
+    cache is fetched first (hub_config.py), so its checkpoint is checked too."""
     try:
         raw = parse_json(read_bounded(path, MAX_CONFIG_BYTES), MAX_CONFIG_DEPTH)
     except OSError as e:
@@ -91,7 +93,14 @@ def load(path: Path) -> tuple[EngineConfig | None, list[Problem]]:
     problems = cfg.problems() + engine.env_problems(cfg, os.environ) + engine.live_problems(cfg)
     if not problems:  # the checkpoint rules assume a config that is valid on its own
         # The pod's environment (HF_HOME on the model cache volume) locates hub ids' cached config.json.
-        problems = check_checkpoints(cfg.model, cfg.speculative, env={**os.environ, **cfg.env})
+        env = {**os.environ, **cfg.env}
+        if fetch:
+            revision = cfg.speculative.extra.get("revision")
+            for model, rev in ((cfg.model, None),
+                               (cfg.speculative.model, revision if isinstance(revision, str) else None)):
+                if model:
+                    fetch_config(model, env, rev)
+        problems = check_checkpoints(cfg.model, cfg.speculative, env=env)
     return cfg, problems
 
 
@@ -218,7 +227,7 @@ def supervise(argv: list[str], env: dict[str, str], grace: Callable[[], float]) 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s specpilot-runtime %(levelname)s %(message)s")
-    cfg, problems = load(args.config)
+    cfg, problems = load(args.config, fetch=not args.dry_run)
     if problems or cfg is None:
         print_problems(args.config, problems)
         return EXIT_INVALID
