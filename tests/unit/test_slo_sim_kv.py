@@ -15,6 +15,7 @@ import specpilot_runtime.vllm_metrics as vm
 from specpilot.api.models import Canary, Slo, Tuning
 from specpilot.scrape.windows import add
 from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState, step
+from specpilot_harness.bench.engine_tuning import Pod, Requests
 from specpilot_harness.sim.engine import Engine
 from specpilot_harness.sim.metrics import SimMetrics
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
@@ -142,42 +143,16 @@ def test_preemptions_reach_vllms_counter() -> None:
 WINDOW_S = 30.0
 
 
-class Pod:
-    """One simulated serving pod at N with requests arriving every 1/rate seconds, scraped as the operator
-    scrapes: its exposition parsed, each window the difference of two scrapes."""
-
-    def __init__(self, n: int, rate: float, seed: int) -> None:
-        self.n, self.rate, self.next_arrival, self.count = n, rate, 0.0, 0
-        self.engine = Engine(PROFILE, n, random.Random(seed))
-        self.metrics = SimMetrics("m", n)
-        self.previous = vm.parse(self.metrics.exposition().decode())
-
-    def run_until(self, t: float) -> None:
-        e = self.engine
-        while True:
-            while self.next_arrival <= e.clock and self.next_arrival < t:
-                e.submit(f"r{self.count}", PROMPT, OUTPUT)
-                self.count += 1
-                self.next_arrival += 1.0 / self.rate
-            if e.clock >= t:
-                break
-            if not e.busy:
-                e.catch_up(min(self.next_arrival, t))
-                continue
-            self.metrics.record(e.step())
-            self.metrics.set_queue(e.running, e.waiting)
-
-    def window(self) -> vm.Snapshot:
-        now = vm.parse(self.metrics.exposition().decode())
-        d, self.previous = vm.delta(self.previous, now), now
-        return d
+def sim_pod(n: int, rate: float, seed: int, start: float = 0.0) -> Pod:
+    """One simulated serving pod at N from `start`, a request every 1/rate seconds, scraped as the operator does."""
+    return Pod(PROFILE, n, Requests(rate, PROMPT, OUTPUT), seed, start)
 
 
 def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
     """Replace-mode canaries beside a stable at N = 0 (two pods; while a canary runs it takes one), each
     pod at `rate` requests a second; the tuner may try N = 3 only."""
     tuning = Tuning(enabled=True, candidates=[0, 3], canary=Canary(analysis_window="30s"), slo=slo)
-    state, stable, canary, seed = TunerState.new("draft_model", 0), [Pod(0, rate, 1), Pod(0, rate, 2)], None, 3
+    state, stable, canary, seed = TunerState.new("draft_model", 0), [sim_pod(0, rate, 1), sim_pod(0, rate, 2)], None, 3
     for w in range(1, windows + 1):
         t = w * WINDOW_S
         for pod in stable + ([canary] if canary else []):
@@ -192,21 +167,14 @@ def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
         state, action = step(state, tuning, obs, t)
         if action.kind == ActionKind.START_CANARY:
             assert action.n is not None
-            canary, seed = Pod(action.n, rate, seed), seed + 1
-            canary.engine.catch_up(t)
-            canary.next_arrival = t
+            canary, seed = sim_pod(action.n, rate, seed, t), seed + 1
             stable = stable[:1]
         elif action.kind == ActionKind.PROMOTE:
             assert action.n is not None
-            stable, canary = [Pod(action.n, rate, seed), Pod(action.n, rate, seed + 1)], None
-            for pod in stable:
-                pod.engine.catch_up(t)
-                pod.next_arrival = t
+            stable, canary = [sim_pod(action.n, rate, seed, t), sim_pod(action.n, rate, seed + 1, t)], None
         elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP) and canary is not None:
             canary = None
-            stable.append(Pod(0, rate, seed))
-            stable[-1].engine.catch_up(t)
-            stable[-1].next_arrival = t
+            stable.append(sim_pod(0, rate, seed, t))
         if state.phase == Phase.CONVERGED:
             break
     return state
