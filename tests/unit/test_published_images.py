@@ -22,8 +22,9 @@ from specpilot_runtime.install import install
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime" / "specpilot_runtime"
-# What vLLM's images ship for the runtime (vLLM 0.33 requires pydantic>=2.12, prometheus_client>=0.18, numpy).
-VLLM_SHIPS = {"pydantic", "prometheus_client", "numpy", "vllm"}
+# What vLLM's images ship for the runtime (vLLM 0.33 requires pydantic>=2.12, prometheus_client>=0.18, numpy,
+# huggingface_hub>=1.31; the runtime's hub fetch also runs without it).
+VLLM_SHIPS = {"pydantic", "prometheus_client", "numpy", "huggingface_hub", "vllm"}
 
 
 def _sd(**spec: Any) -> Any:
