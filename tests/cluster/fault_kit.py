@@ -9,6 +9,7 @@ import json
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -161,6 +162,11 @@ class Recorder:
                             break
                         rv = event["object"]["metadata"]["resourceVersion"]
                         self._observe(event["type"], event["object"])
+            except urllib.error.HTTPError as exc:
+                # 410 Gone: the resourceVersion was compacted away (a watch cache restarted past it is refused
+                # outright, not with an ERROR event): start again from what is there now.
+                rv = "0" if exc.code == 410 else rv
+                time.sleep(0.2)
             except (OSError, ValueError):
                 time.sleep(0.2)  # the API server restarts: resume from the last resourceVersion
 
