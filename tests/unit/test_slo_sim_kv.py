@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from functools import reduce
 from dataclasses import dataclass
 from statistics import mean, median, quantiles
 
@@ -157,7 +158,7 @@ def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
         t = w * WINDOW_S
         for pod in stable + ([canary] if canary else []):
             pod.run_until(t)
-        stable_delta = add_all([p.window() for p in stable])
+        stable_delta = reduce(add, [p.window() for p in stable])  # the track's pods summed, as the operator does
         obs_canary = None
         if canary is not None:
             ready = canary.engine.clock > 0
@@ -178,13 +179,6 @@ def tune_on_sim(rate: float, slo: Slo | None, windows: int) -> TunerState:
         if state.phase == Phase.CONVERGED:
             break
     return state
-
-
-def add_all(deltas: list[vm.Snapshot]) -> vm.Snapshot:
-    out = deltas[0]
-    for d in deltas[1:]:
-        out = add(out, d)
-    return out
 
 
 def test_the_tuner_promotes_the_draft_at_low_load_and_the_gates_roll_it_back_at_high_load() -> None:
