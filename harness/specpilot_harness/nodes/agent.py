@@ -255,12 +255,15 @@ class NodeAgent:
         a volume's ConfigMap or Secret is missing (unless the volume is optional): the pod stays
         ContainerCreating, saying which, and the mount is tried again until the object exists."""
         pod.ctx = PodContext(live, await asyncio.to_thread(self.addresses.take), {})
+        said = ""
         while True:
             files, missing = await self._files(live)
             if not missing:
                 break
-            await self._status(pod, "Pending", False, waiting=(
-                "ContainerCreating", "MountVolume.SetUp failed: " + "; ".join(missing)))
+            message = "MountVolume.SetUp failed: " + "; ".join(missing)
+            if message != said:  # written when it changes, not every attempt
+                await self._status(pod, "Pending", False, waiting=("ContainerCreating", message))
+                said = message
             await asyncio.sleep(self.volume_sync_s)
         pod.ctx = PodContext(live, pod.ctx.ip, files, await self._owners(live))
         await self._run(pod)
