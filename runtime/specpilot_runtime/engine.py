@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .engine_config import EngineConfig, data_parallel_size
 from .live import LIVE_FILE_ENV, LIVE_STATE_ENV
-from .speculative import (CONFIDENCE_DRAFTER, LOOKUP_KEYS, OFF, SCHEDULE_METHODS, Problem,
+from .speculative import (CUSTOM_DRAFTERS, LOOKUP_KEYS, OFF, SCHEDULE_METHODS, Problem,
                           schedule_method_message)
 
 # The stat-logger plugin (plugin.py): its entry-point name in pyproject.toml and its on/off switch.
@@ -77,8 +77,8 @@ def argv(cfg: EngineConfig, vllm_bin: str = "vllm") -> list[str]:
     if cfg.accelerator.vendor != "cpu" and cfg.accelerator.count > 1:
         out += ["--tensor-parallel-size", str(cfg.accelerator.count)]
     spec = cfg.speculative.to_vllm()
-    if spec is not None and cfg.ngram_drafter == "confidence":
-        spec = {"method": "custom_class", "model": CONFIDENCE_DRAFTER,
+    if spec is not None and cfg.ngram_drafter in CUSTOM_DRAFTERS:
+        spec = {"method": "custom_class", "model": CUSTOM_DRAFTERS[cfg.ngram_drafter],
                 **{k: v for k, v in spec.items() if k != "method" and k not in LOOKUP_KEYS}}
     if spec is not None:
         # Compact JSON: the value is one argv element; vLLM parses it with json.loads.
@@ -130,7 +130,7 @@ def env(cfg: EngineConfig, inherited: Mapping[str, str], installed_plugins: Sequ
             out[HIP_VISIBLE] = cuda
     if cfg.speculative.method in NUMBA_METHODS and NUMBA_THREADS not in merged:
         out[NUMBA_THREADS] = "1"
-    if cfg.ngram_drafter == "confidence":
+    if cfg.ngram_drafter in CUSTOM_DRAFTERS:
         out.update({LOOKUP_KEYS[k]: str(v) for k, v in cfg.speculative.extra.items() if k in LOOKUP_KEYS})
     plugin_on = cfg.drafted_per_position_metric and cfg.speculative.method != OFF
     out[PLUGIN_ENABLE_ENV] = "1" if plugin_on else "0"

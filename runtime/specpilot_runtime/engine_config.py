@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .speculative import MODEL_PATTERN, SPECULATIVE_FLAGS, Problem, SpeculativeConfig, path_problem, schedule_ignored
+from .speculative import (DEFAULT_NGRAM_DRAFTER, MODEL_PATTERN, SPECULATIVE_FLAGS, NgramDrafter, Problem,
+                          SpeculativeConfig, drafter_problems, path_problem)
 
 # GPUs a SpeculativeDeployment can ask for; the engine also runs on "cpu" (vLLM's CPU build, for tests).
 GpuVendor = Literal["amd", "nvidia"]
@@ -83,8 +84,8 @@ class EngineConfig(BaseModel):
     # to at most shutdown_timeout_s. None: the drain is shutdown_timeout_s, fixed.
     drain_file: str | None = Field(default=None, max_length=4095, pattern=r"^/[^\x00]*$")
     # Which drafter serves method ngram: vLLM's own, or "confidence", specpilot's (proposer.py: each draft cut to
-    # what its match length earns), which vLLM runs as method custom_class. A runtime option: the CRD has none.
-    ngram_drafter: Literal["vllm", "confidence"] = "vllm"
+    # what its match length earns), which vLLM runs as method custom_class (spec.speculative.ngramDrafter).
+    ngram_drafter: NgramDrafter = DEFAULT_NGRAM_DRAFTER
 
     def problems(self) -> list[Problem]:
         return (model_problems(self.model, "model")
@@ -92,16 +93,9 @@ class EngineConfig(BaseModel):
                 + arg_problems(self.args, "args") + self._drafter_problems())
 
     def _drafter_problems(self) -> list[Problem]:
-        if self.ngram_drafter == "vllm":
-            return []
-        if self.speculative.method != "ngram":
-            return [Problem("ngram_drafter", f"{self.ngram_drafter} drafts for method ngram only, not "
-                                             f"{self.speculative.method}; use \"vllm\" or method ngram")]
-        if self.accelerator.vendor != "cpu" and self.speculative.num_speculative_tokens_per_batch_size:
-            return [Problem("speculative.num_speculative_tokens_per_batch_size",
-                            f"{schedule_ignored('custom_class')} on GPUs (ngram_drafter {self.ngram_drafter} "
-                            "runs as custom_class): remove the schedule, or use ngram_drafter \"vllm\"")]
-        return []
+        s = self.speculative
+        return drafter_problems(self.ngram_drafter, s.method, bool(s.num_speculative_tokens_per_batch_size),
+                                self.accelerator.vendor, "ngram_drafter", "speculative.num_speculative_tokens_per_batch_size")
 
 
 def model_problems(model: str, path: str) -> list[Problem]:

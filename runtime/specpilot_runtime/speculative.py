@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,11 +74,57 @@ LOOKUP_MIN_ENV = "SPECPILOT_PROMPT_LOOKUP_MIN"
 LOOKUP_MAX_ENV = "SPECPILOT_PROMPT_LOOKUP_MAX"
 LOOKUP_KEYS = {"prompt_lookup_min": LOOKUP_MIN_ENV, "prompt_lookup_max": LOOKUP_MAX_ENV}
 
+# Which drafter serves method ngram (engine.json's ngram_drafter, a SpeculativeDeployment's
+# speculative.ngramDrafter): vLLM's own, or one of specpilot's, which vLLM runs as method custom_class.
+NgramDrafter = Literal["vllm", "confidence"]
+NGRAM_DRAFTERS: tuple[str, ...] = get_args(NgramDrafter)
+DEFAULT_NGRAM_DRAFTER: NgramDrafter = "vllm"
+DRAFTER_METHOD = "ngram"  # the one method a drafter of specpilot's drafts for
+# specpilot's drafters -> the class vLLM's custom_class imports.
+CUSTOM_DRAFTERS: dict[str, str] = {"confidence": CONFIDENCE_DRAFTER}
+
+
+def table_blind(drafter: str, vendor: str) -> bool:
+    """Whether vLLM ignores a batch-size table with `drafter` on `vendor`: its GPU model runner (V2) refuses
+    custom_class, so on GPUs the V1 runner serves it, which never reads num_speculative_tokens_per_batch_size
+    (no schedule, no draft length set live); the CPU build's runner reads it."""
+    return drafter in CUSTOM_DRAFTERS and vendor != "cpu"
+
+
+def drafter_table_message(field: str, drafter: str, what: str, instead: str) -> str:
+    """Why `what` (a schedule, or a tuning setting that needs one) is refused with `field` = `drafter` on GPUs,
+    and `instead` what to do (the runtime, validate and CEL say it in these words)."""
+    return (f"{what} is never served: {field} {drafter} runs as vLLM's custom_class, which on GPUs (amd, nvidia) "
+            "only vLLM's V1 model runner serves, and it ignores batch-size tables (num_speculative_tokens_per_"
+            f"batch_size); {instead}, or set {field} {DEFAULT_NGRAM_DRAFTER}")
+
+
+# What a batch-size schedule is called where it is refused with a table-blind drafter, and the fix.
+SCHEDULE_WHAT = "the schedule"
+SCHEDULE_INSTEAD = "remove it"
+
+
+def drafter_problems(drafter: str, method: str, table: bool, vendor: str, field: str,
+                     table_field: str) -> list[Problem]:
+    """`drafter` serving `method` with (`table`, at `table_field`) or without a batch-size table on `vendor`,
+    as problems at `field`: a drafter of specpilot's drafts for method ngram only, and not with a table where
+    vLLM would ignore it."""
+    if drafter not in CUSTOM_DRAFTERS:
+        return []
+    if method != DRAFTER_METHOD:
+        return [Problem(field, f"{drafter} drafts for method {DRAFTER_METHOD} only, not {method}: use "
+                               f"{DEFAULT_NGRAM_DRAFTER} (allowed: {', '.join(NGRAM_DRAFTERS)}) or method "
+                               f"{DRAFTER_METHOD}")]
+    if table and table_blind(drafter, vendor):
+        return [Problem(field, drafter_table_message(field, drafter, f"{SCHEDULE_WHAT} ({table_field})",
+                                                     SCHEDULE_INSTEAD))]
+    return []
+
 
 def served_method(vllm_method: str, vllm_model: str | None) -> str:
     """The method of METHODS that a vLLM speculative config serves: custom_class naming specpilot's drafter is
     ngram (what the engine.json asked for), so ngram's rules, live.json's included, hold for it."""
-    return "ngram" if vllm_method == "custom_class" and vllm_model == CONFIDENCE_DRAFTER else vllm_method
+    return DRAFTER_METHOD if vllm_method == "custom_class" and vllm_model in CUSTOM_DRAFTERS.values() else vllm_method
 
 
 # Methods vLLM removed, with why, so users get a reason rather than "not in enum".
@@ -131,7 +177,8 @@ SPECULATIVE_FLAGS: frozenset[str] = frozenset({
 SCHEDULE_START_MESSAGE = ("the first batch-size range must start at minBatchSize 1 (vLLM 0.33 refuses to "
                           "start otherwise); later ranges follow without overlap")
 # Methods whose model runner serves a batch-size schedule; the others (suffix here, and vLLM's custom_class,
-# which specpilot does not offer) force vLLM's V1 model runner, which never reads the table.
+# which ngram runs as with a drafter of specpilot's: table_blind) force vLLM's V1 model runner, which never
+# reads the table.
 SCHEDULE_METHODS: tuple[str, ...] = tuple(m for m, r in METHODS.items() if r.schedule and r.family is not Family.NONE)
 
 

@@ -147,7 +147,8 @@ def test_the_confidence_drafter_drafts_for_ngram_only_and_a_table_only_on_cpu() 
     assert on_cpu.problems() == [] and engine.live_problems(on_cpu) == []
     on_gpu = confidence(speculative=table, accelerator={"vendor": "nvidia"})
     (problem,) = on_gpu.problems()
-    assert problem.path == "speculative.num_speculative_tokens_per_batch_size" and "V1 model runner" in problem.message
+    assert problem.path == "ngram_drafter" and "V1 model runner" in problem.message
+    assert "speculative.num_speculative_tokens_per_batch_size" in problem.message
 
 
 def test_vllms_custom_class_naming_the_drafter_is_served_as_ngram() -> None:

@@ -70,10 +70,10 @@ BAD_OFFLINE = [
     ("duplicate-candidate", {"method": "mtp", "numSpeculativeTokens": 3, "candidates": [1, 3, 1]},
      f"{WHERE}.candidates", "1 is listed 2 times"),
     ("same-as-earlier-alternative", dict(ALTERNATIVES[1], numSpeculativeTokens=5), WHERE,
-     "has the same method, draftModel, blockSize and extra as spec.tuning.alternatives[0]"),
+     "has the same method, draftModel, blockSize, extra and ngramDrafter as spec.tuning.alternatives[0]"),
     ("same-as-speculative", {"method": "dflash", "draftModel": "z-lab/Qwen3-8B-DFlash-b16", "blockSize": 16,
                              "numSpeculativeTokens": 3, "candidates": [1, 3]}, WHERE,
-     "has the same method, draftModel, blockSize and extra as spec.speculative"),
+     "has the same method, draftModel, blockSize, extra and ngramDrafter as spec.speculative"),
     ("removed-method", {"method": "medusa", "numSpeculativeTokens": 3}, f"{WHERE}.method", "vLLM removed Medusa"),
 ]
 
@@ -127,7 +127,7 @@ def test_an_extra_key_too_long_for_vllm_is_refused_by_validate() -> None:
 def test_an_off_alternative_duplicates_another_off() -> None:
     obj = with_changes({"spec.tuning.alternatives": [{"method": "off"}, {"method": "off"}]})
     assert [str(p) for p in validate_object(obj)] == [
-        "spec.tuning.alternatives[1]: has the same method, draftModel, blockSize and extra as "
+        "spec.tuning.alternatives[1]: has the same method, draftModel, blockSize, extra and ngramDrafter as "
         "spec.tuning.alternatives[0]: the tuner already tries N for it; remove this alternative or change one of "
         "those fields"]
 

@@ -15,8 +15,8 @@ from pydantic.alias_generators import to_camel
 
 from specpilot_runtime.engine_config import MAX_SHUTDOWN_TIMEOUT_S, NO_NUL_PATTERN
 from specpilot_runtime import engine_config
-from specpilot_runtime.speculative import (MAX_NUM_SPECULATIVE_TOKENS, METHODS, MODEL_PATTERN, REMOVED_METHODS,
-                                          live_method)
+from specpilot_runtime.speculative import (DEFAULT_NGRAM_DRAFTER, DRAFTER_METHOD, MAX_NUM_SPECULATIVE_TOKENS, METHODS,
+                                          MODEL_PATTERN, REMOVED_METHODS, NgramDrafter, live_method)
 
 from .drain import (DEFAULT_DRAIN_SECONDS, DRAIN_MARGIN_S, DRAIN_P99_FACTOR, MAX_AUTO_DRAIN_S, MIN_AUTO_DRAIN_S)
 
@@ -209,6 +209,13 @@ class Speculative(_Model):
     extra: dict[str, Any] = Field(
         default_factory=dict, max_length=MAX_EXTRA_KEYS,
         description="Other vLLM speculative-config keys, passed through (validated against vLLM 0.33's keys).")
+    ngram_drafter: NgramDrafter = Field(
+        DEFAULT_NGRAM_DRAFTER,
+        description=f"Which drafter serves method {DRAFTER_METHOD}: vllm (vLLM's own) or confidence (specpilot's: "
+                    "the same lookup, each draft cut to what its match length earns, run as vLLM's custom_class). "
+                    f"confidence only with method {DRAFTER_METHOD}; on GPUs vLLM serves custom_class on its V1 model "
+                    "runner, which ignores batch-size tables, so not with a schedule, tuning mode schedule or "
+                    "tuning measure switchback.")
 
 
 class Alternative(Speculative):

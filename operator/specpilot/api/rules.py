@@ -17,18 +17,26 @@ What a real kube-apiserver requires of them (tests/controlplane/test_crd_on_apis
 from __future__ import annotations
 
 import re
+from typing import get_args
 
-from specpilot_runtime.engine_config import DISABLE_LOG_STATS, RESERVED_FLAGS
+from specpilot_runtime.engine_config import DISABLE_LOG_STATS, RESERVED_FLAGS, GpuVendor
 from specpilot_runtime.speculative import (
+    CUSTOM_DRAFTERS,
+    DEFAULT_NGRAM_DRAFTER,
+    DRAFTER_METHOD,
     MAX_NUM_SPECULATIVE_TOKENS,
     METHODS,
     OFF,
     SCHEDULE_METHODS,
     SCHEDULE_START_MESSAGE,
     SPECULATIVE_FLAGS,
+    SCHEDULE_INSTEAD,
+    SCHEDULE_WHAT,
     Family,
+    drafter_table_message,
     schedule_ignored,
     schedule_method_message,
+    table_blind,
 )
 
 from .models import (MAX_BLOCK_SIZE, MAX_SLO_TPOT, MAX_SLO_TTFT, MIN_ANALYSIS_WINDOW, RESERVED_MOUNT_PATHS,
@@ -177,6 +185,7 @@ def _speculative_rules() -> list[Rule]:
         {"rule": f"!has(self.blockSize) || self.method in {_list(_block_methods())}",
          "fieldPath": ".blockSize", "reason": "FieldValueForbidden",
          "message": f"blockSize applies only to methods {', '.join(_block_methods())}: remove it"},
+        *_drafter_rules(),
     ]
     for name in _block_methods():
         rule = METHODS[name]
@@ -193,6 +202,60 @@ def _speculative_rules() -> list[Rule]:
     # `self.extra.all(k, ...)`: "cannot be range of a comprehension"), and a map of typeless values would
     # not be a CEL map either.
     return rules
+
+
+DRAFTER_FIELD = "ngramDrafter"
+
+
+def _table_blind_drafters() -> list[str]:
+    """Drafters with which vLLM ignores a batch-size table on every vendor the CRD admits (all GPUs)."""
+    return sorted(d for d in CUSTOM_DRAFTERS if all(table_blind(d, v) for v in get_args(GpuVendor)))
+
+
+def _blind_drafter(speculative: str) -> str:
+    """CEL: the speculative object `speculative` names a table-blind drafter."""
+    return f"(has({speculative}.{DRAFTER_FIELD}) && {speculative}.{DRAFTER_FIELD} in {_list(_table_blind_drafters())})"
+
+
+def _drafter_rules() -> list[Rule]:
+    """speculative.drafter_problems as CEL: a drafter of specpilot's drafts for its method only, and never
+    with a schedule (every vendor the CRD admits is a GPU, where vLLM ignores the table with it)."""
+    return [
+        {"rule": f"!has(self.{DRAFTER_FIELD}) || self.{DRAFTER_FIELD} == '{DEFAULT_NGRAM_DRAFTER}' || "
+                 f"self.method == '{DRAFTER_METHOD}'",
+         "fieldPath": f".{DRAFTER_FIELD}", "reason": "FieldValueForbidden",
+         "message": f"{DRAFTER_FIELD} other than {DEFAULT_NGRAM_DRAFTER} drafts for method {DRAFTER_METHOD} only: "
+                    f"use {DEFAULT_NGRAM_DRAFTER} or method {DRAFTER_METHOD}"},
+        {"rule": f"!{_blind_drafter('self')} || !has(self.schedule)",
+         "fieldPath": f".{DRAFTER_FIELD}", "reason": "FieldValueForbidden",
+         "message": drafter_table_message(DRAFTER_FIELD, " or ".join(_table_blind_drafters()),
+                                          SCHEDULE_WHAT, SCHEDULE_INSTEAD)},
+    ]
+
+
+# What each tuning setting that needs a batch-size table is called where a drafter is refused, and the fix.
+TABLE_SETTINGS: dict[tuple[str, str], tuple[str, str]] = {
+    ("mode", "schedule"): ("tuning mode schedule (an N per batch-size range)", "use tuning mode single"),
+    ("measure", "switchback"): ("tuning measure switchback (draft lengths set live in a batch-size table)",
+                                "use tuning measure canary"),
+}
+
+
+def drafter_setting_message(field: str, value: str, drafter_field: str, drafter: str) -> str:
+    what, instead = TABLE_SETTINGS[(field, value)]
+    return drafter_table_message(drafter_field, drafter, what, instead)
+
+
+def _drafter_table_rule(field: str, value: str) -> Rule:
+    """spec.tuning.`field` = `value` needs a batch-size table: neither spec.speculative nor an alternative may
+    name a drafter with which vLLM ignores it."""
+    return {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "
+                    f"!has(self.tuning.{field}) || self.tuning.{field} != '{value}' || "
+                    f"(!{_blind_drafter('self.speculative')} && (!has(self.tuning.alternatives) || "
+                    f"!self.tuning.alternatives.exists(a, {_blind_drafter('a')})))",
+            "fieldPath": f".tuning.{field}",
+            "message": drafter_setting_message(field, value, DRAFTER_FIELD, " or ".join(_table_blind_drafters()))
+            + " in spec.speculative and every alternative"}
 
 
 def _schedule_blind_methods() -> list[str]:
@@ -308,6 +371,7 @@ def _switchback_rule() -> Rule:
 
 def _spec_rules() -> list[Rule]:
     return _package_rules() + _cluster_fit_rules() + [_schedule_mode_rule(), _switchback_rule()] + [
+        _drafter_table_rule("mode", "schedule"), _drafter_table_rule("measure", "switchback")] + [
         _candidates_rule("!has(self.tuning) || !has(self.tuning.candidates)", "self.tuning.candidates",
                          "self.speculative", ".tuning.candidates", "tuning candidate"),
         {"rule": "!has(self.tuning) || !has(self.tuning.enabled) || !self.tuning.enabled || "

@@ -22,13 +22,14 @@ from specpilot_runtime.engine import CUDA_VISIBLE, visible_devices_problem
 from specpilot_runtime.engine_config import arg_problems, data_parallel_size, model_problems
 from specpilot_runtime.report import MAX_PATH_CHARS, one_line, summarised
 from specpilot_runtime.speculative import (METHODS, OFF, REMOVED_METHODS, SCHEDULE_METHODS, Problem,
-                                          SpeculativeConfig, max_n)
+                                          SpeculativeConfig, drafter_problems, max_n, table_blind)
 
 from . import adaptive, admission, author_policy, documents
 from .crd import open_api_schema
 from .models import (ABSOLUTE_PATH_PATTERN, API_VERSION, GPU_RESOURCES, KIND, Speculative, SpeculativeDeployment,
                      SpeculativeDeploymentSpec, gpu_resource)
-from .rules import DOT_SEGMENT, EXTRA_KEY_MESSAGE, MAX_EXTRA_KEY_LENGTH, schedule_mode_message, switchback_message
+from .rules import (DOT_SEGMENT, DRAFTER_FIELD, EXTRA_KEY_MESSAGE, MAX_EXTRA_KEY_LENGTH, drafter_setting_message,
+                    schedule_mode_message, switchback_message)
 from .switchback import capture_plan, started_n
 
 SPECULATIVE_PATH = "spec.speculative"
@@ -38,7 +39,8 @@ MEASURE_PATH = "spec.tuning.measure"
 # Fields whose CEL rules spec_problems re-checks with a more precise message (item index, value):
 # there the semantic problems replace the CEL ones. An alternative's fields count as spec.speculative's.
 RECHECKED_PATHS = ("spec.speculative.draftModel", "spec.speculative.numSpeculativeTokens",
-                   "spec.speculative.blockSize", "spec.speculative.schedule", "spec.engine.args",
+                   "spec.speculative.blockSize", "spec.speculative.schedule", f"spec.speculative.{DRAFTER_FIELD}",
+                   "spec.engine.args",
                    "spec.tuning.mode", MEASURE_PATH, CANDIDATES_PATH)
 
 # spec.speculative.method or spec.tuning.alternatives[i].method (group 1: i).
@@ -164,7 +166,18 @@ def _schedule_mode_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     contenders += [(f"spec.tuning.alternatives[{i}].method", a.method)
                    for i, a in enumerate(spec.tuning.alternatives or ())]
     return [Problem("spec.tuning.mode", schedule_mode_message(f"{method} ({where})"))
-            for where, method in contenders if method in METHODS and method not in (*SCHEDULE_METHODS, OFF)]
+            for where, method in contenders if method in METHODS and method not in (*SCHEDULE_METHODS, OFF)] \
+        + _blind_drafter_problems(spec, "mode", "schedule")
+
+
+def _blind_drafter_problems(spec: SpeculativeDeploymentSpec, field: str, value: str) -> list[Problem]:
+    """spec.tuning.`field` = `value`, which needs a batch-size table, with a contender whose drafter makes vLLM
+    ignore one on this vendor (speculative.table_blind), each named at the tuning field (CEL refuses the same)."""
+    contenders = [(SPECULATIVE_PATH, spec.speculative)]
+    contenders += [(f"spec.tuning.alternatives[{i}]", a) for i, a in enumerate(spec.tuning.alternatives or ())]
+    return [Problem(f"spec.tuning.{field}",
+                    drafter_setting_message(field, value, f"{where}.{DRAFTER_FIELD}", s.ngram_drafter))
+            for where, s in contenders if table_blind(s.ngram_drafter, spec.accelerator.vendor)]
 
 
 def _switchback_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
@@ -177,6 +190,7 @@ def _switchback_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
                    for i, a in enumerate(spec.tuning.alternatives or ())]
     found = [Problem(MEASURE_PATH, switchback_message(f"{method} ({where})"))
              for where, method in contenders if method in METHODS and method not in (*SCHEDULE_METHODS, OFF)]
+    found += _blind_drafter_problems(spec, "measure", "switchback")
     why = _no_schedule_reason(spec)
     if why:
         found.append(Problem(MEASURE_PATH, f"switchback serves draft lengths through a batch-size table, but {why}: "
@@ -199,7 +213,10 @@ def _runtime_limit_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
 
 def _contender_problems(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     """spec.speculative and the candidates it is tuned over: what an alternative is checked for too."""
+    s = spec.speculative
     found = speculative_config(spec).problems(SPECULATIVE_PATH, spec.accelerator.count)
+    found += drafter_problems(s.ngram_drafter, s.method, bool(s.schedule), spec.accelerator.vendor,
+                              f"{SPECULATIVE_PATH}.{DRAFTER_FIELD}", f"{SPECULATIVE_PATH}.schedule")
     why = _no_schedule_reason(spec)
     if why and spec.speculative.schedule:
         found.append(Problem(f"{SPECULATIVE_PATH}.schedule", f"{why}: remove the schedule or the data parallelism"))
@@ -254,9 +271,9 @@ def _duplicate_alternatives(spec: SpeculativeDeploymentSpec) -> list[Problem]:
     for i, alternative in enumerate(spec.tuning.alternatives or ()):
         where, drafter = f"spec.tuning.alternatives[{i}]", _drafter(alternative)
         if drafter in seen:
-            found.append(Problem(where, f"has the same method, draftModel, blockSize and extra as {seen[drafter]}: "
-                                        "the tuner already tries N for it; remove this alternative or change one "
-                                        "of those fields"))
+            found.append(Problem(where, f"has the same method, draftModel, blockSize, extra and ngramDrafter as "
+                                        f"{seen[drafter]}: the tuner already tries N for it; remove this "
+                                        "alternative or change one of those fields"))
         else:
             seen[drafter] = where
     return found
@@ -264,8 +281,8 @@ def _duplicate_alternatives(spec: SpeculativeDeploymentSpec) -> list[Problem]:
 
 def _drafter(speculative: Speculative) -> str:
     """What makes two ways to speculate different contenders (N, schedule and candidates are tuned)."""
-    return json.dumps([speculative.method, speculative.draft_model, speculative.block_size, speculative.extra],
-                      sort_keys=True)
+    return json.dumps([speculative.method, speculative.draft_model, speculative.block_size, speculative.extra,
+                       speculative.ngram_drafter], sort_keys=True)
 
 
 def policy_problems(spec: SpeculativeDeploymentSpec, policy: Policy) -> list[Problem]:

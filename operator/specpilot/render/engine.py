@@ -9,7 +9,7 @@ from typing import Any
 from specpilot_runtime.drain import DRAIN_PATH
 from specpilot_runtime.engine_config import Accelerator, EngineConfig
 from specpilot_runtime.live import LIVE_DIR, LIVE_FILE, MAX_BATCH_SIZE
-from specpilot_runtime.speculative import OFF, SpeculativeConfig
+from specpilot_runtime.speculative import DEFAULT_NGRAM_DRAFTER, DRAFTER_METHOD, OFF, SpeculativeConfig
 
 from ..api.models import SpeculativeDeployment
 from ..api.switchback import capture_plan, measured_live, started_n
@@ -51,6 +51,8 @@ def engine_config(sd: SpeculativeDeployment, n: int | None = None,
         shutdown_timeout_s=pod_drain_s(sd),
         host=listen,
         live_file=live_file,
+        # A track at N=0 runs method off: no drafter to choose.
+        ngram_drafter=spec.speculative.ngram_drafter if speculative.method == DRAFTER_METHOD else DEFAULT_NGRAM_DRAFTER,
         # Automatic drain: the runtime cuts the drain to drain.json's when SIGTERM comes (render/drain.py).
         drain_file=None if spec.engine.drain_seconds is not None else DRAIN_PATH,
     )

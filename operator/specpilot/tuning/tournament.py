@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from specpilot.api.models import Tuning
+from specpilot_runtime.speculative import DEFAULT_NGRAM_DRAFTER
 
 from .actions import Action
 from .method_estimates import accepted_length
@@ -58,6 +59,8 @@ def standings(tour: Tournament, inner: TunerState, contenders: Sequence[Contende
         row: dict[str, Any] = {"contender": i, "method": c.method}
         if c.adaptive:
             row["adaptiveVerification"] = True  # tells it from the same method's contender without
+        if c.ngram_drafter != DEFAULT_NGRAM_DRAFTER:
+            row["ngramDrafter"] = c.ngram_drafter  # likewise
         if i == tour.stable:
             row.update(role="stable", n=inner.stable_n,
                        acceptedLength=accepted_length([r for r in inner.records if r.n == inner.stable_n]))

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from specpilot.api.adaptive import contender_alternatives, wants_adaptive
 from specpilot.api.models import SpeculativeDeploymentSpec, Tuning
-from specpilot_runtime.speculative import OFF
+from specpilot_runtime.speculative import DEFAULT_NGRAM_DRAFTER, OFF
 
 from .constants import MAX_COUNTER, MAX_FAILURE, METHOD_CANARY_MAX_RECORDS, OPTION_LEN
 from .observations import MAX_MAGNITUDE, MAX_N, WindowRecord
@@ -45,11 +45,14 @@ class Contender:
     draft: str | None = None  # the draft checkpoint: two heads of one method are two contenders
     progress_deadline: str | None = None  # its canary's, when not spec.tuning.canary.progressDeadline
     adaptive: bool = False  # enable_adaptive_verification on: another contender than the same drafter without
+    ngram_drafter: str = DEFAULT_NGRAM_DRAFTER  # speculative.ngramDrafter: specpilot's drafts otherwise than vLLM's
 
     @property
     def label(self) -> str:
-        """How the status and messages name it: the method, marked when it verifies adaptively."""
-        return f"{self.method}+adaptive" if self.adaptive else self.method
+        """How the status and messages name it: the method, marked when it verifies adaptively or runs a drafter
+        of specpilot's (ngram+confidence)."""
+        drafter = "" if self.ngram_drafter == DEFAULT_NGRAM_DRAFTER else f"+{self.ngram_drafter}"
+        return (f"{self.method}+adaptive" if self.adaptive else self.method) + drafter
 
     def tuning(self, tuning: Tuning) -> Tuning:
         """The spec the N tuner sees while this contender is the stable's."""
@@ -59,7 +62,8 @@ class Contender:
 
     def key(self) -> str:
         key = f"{self.method}:{self.n}:{self.block_size}:{','.join(map(str, self.candidates))}:{self.draft or ''}"
-        return key + ":adaptive" if self.adaptive else key  # unchanged without it: running tournaments resume
+        key += ":adaptive" if self.adaptive else ""  # unchanged without these: running tournaments resume
+        return key + ("" if self.ngram_drafter == DEFAULT_NGRAM_DRAFTER else f":{self.ngram_drafter}")
 
 
 @dataclass
@@ -194,7 +198,7 @@ def contenders_of(spec: SpeculativeDeploymentSpec) -> list[Contender]:
     ways = [(spec.speculative, spec.tuning.candidates, None),
             *((a, a.candidates or spec.tuning.candidates, a.progress_deadline) for a in contender_alternatives(spec))]
     return [Contender(s.method, s.num_speculative_tokens, s.block_size, tuple(sorted(set(c or ()))), s.draft_model,
-                      deadline, wants_adaptive(s)) for s, c, deadline in ways]
+                      deadline, wants_adaptive(s), s.ngram_drafter) for s, c, deadline in ways]
 
 
 def _index(value: Any, size: int) -> bool:
