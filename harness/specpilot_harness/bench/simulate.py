@@ -53,7 +53,7 @@ from specpilot.api.switchback import dwell_range
 from specpilot.api.models import CanaryMode, CanaryPods, Tuning, TuningMeasure, canary_pods
 from specpilot.tuning import Action, ActionKind
 from specpilot.tuning.observations import Observations, TrackWindow
-from specpilot_runtime.live import MAX_BATCH_SIZE
+from specpilot_runtime.live import MAX_BATCH_SIZE, band_of
 from specpilot_runtime.speculative import METHODS, OFF, SCHEDULE_METHODS, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
@@ -289,8 +289,10 @@ class Deployment:
                                      shared, arm_sd)
         snap_c, g_c, k_c = self._arm(p, self.canary_n, self.canary_schedule, True, load, serve, pods, jitter,
                                      shared, arm_sd)
-        stable = TrackWindow(self.stable_n, snap_s, pods, pods, method=_method(p, self.stable_n))
-        canary = TrackWindow(self.canary_n, snap_c, pods, pods, method=_method(p, self.canary_n))
+        stable = TrackWindow(self.stable_n, snap_s, pods, pods, method=_method(p, self.stable_n),
+                             bands=_band_counts(snap_s, load, serve, pods))
+        canary = TrackWindow(self.canary_n, snap_c, pods, pods, method=_method(p, self.canary_n),
+                             bands=_band_counts(snap_c, load, serve, pods))
         self.costs.append(WindowCost(g_s, g_c, load, k_s, k_c, 0.5))
         return Observations(window_s=self.window_s, stable=stable, canary=canary, stable_replicas=pods,
                             switchback=True)
@@ -305,6 +307,21 @@ class Deployment:
         if self.stable_live and self.stable_n != self.started_n:
             return self.started_n, self.stable_schedule or [[1, MAX_BATCH_SIZE, self.stable_n]]
         return self.stable_n, self.stable_schedule
+
+
+def _band_counts(snap: Snapshot, load: int, serve_s: float, pods: int) -> dict[str, tuple[float, ...]]:
+    """An arm's switchback counters (live.BAND_COUNTERS' order) for its half of the window: one window sits at
+    one load level, so every step ran at that batch size, in its band. The step time is the one `_track`
+    drew (TPOT x tokens per sequence-step), the tokens the arm's own."""
+    tokens, done = snap.generation_tokens, snap.tpot_count
+    if tokens <= 0 or done <= 0:
+        return {}
+    per_seq = 1.0 + snap.accepted_tokens / snap.drafts if snap.drafts > 0 else 1.0
+    step_s = snap.tpot_sum / done * per_seq
+    steps = serve_s / step_s * pods / 2.0
+    seq_steps = tokens / per_seq / 2.0
+    return {band_of(load): (steps, steps * step_s, seq_steps, tokens / 2.0, snap.draft_tokens / 2.0,
+                            snap.accepted_tokens / 2.0, done / 2.0)}
 
 
 def _method(profile: Profile, n: int) -> str:

@@ -25,6 +25,12 @@ def arm_totals(snap: Snapshot, arm: str) -> tuple[float, ...]:
     return tuple(sum(col) for col in zip(*rows)) if rows else (0.0,) * len(BAND_COUNTERS)
 
 
+def arm_bands(snap: Snapshot, arm: str) -> dict[str, tuple[float, ...]]:
+    """The arm's counters per batch-size band, as the engines counted them (schedule mode compares arms band
+    by band: tuning/bands.py, which leaves out any band no engine could have counted)."""
+    return {band: v for (a, band), v in snap.switchback.items() if a == arm}
+
+
 def arm_snapshot(pooled: Snapshot, arm: str, n: int, window_s: float, pods: int) -> Snapshot:
     """The window of the stable pods (`pooled`: their summed delta) as the arm drafting N alone would have
     counted it; an empty Snapshot when the arm ran no step."""

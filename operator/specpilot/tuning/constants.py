@@ -197,6 +197,12 @@ REFERENCE_WINDOWS = 6
 ACCEPTANCE_WINDOWS = 6
 # Standard errors the difference of the two means must exceed. [safety: looked at every window]
 ACCEPTANCE_Z = 4.0
+# Steps an arm must have run at a batch-size band in a window for the band's numbers to count (schedule mode
+# under switchback, bands.py): a band the batch only passed through is a handful of steps. [safety]
+MIN_BAND_STEPS = 50
+# How far a band's mean batch size (sequence-steps over steps, counters summed over pods) may read outside
+# the band's batch sizes before its counters are taken as no engine's. [safety: rounding only]
+BAND_SLACK = 0.01
 # Pieces of evidence kept for a retry (the best measured). [safety: status size]
 MAX_CARRIED = 2
 # Paired windows kept per piece. [formula: EXTEND x the default 6 windows, twice]
@@ -213,6 +219,8 @@ ANALYSIS_KEPT = MAX_RECORDS // 2
 # Paired step times kept; decisions kept in the history; characters of a note. [safety: status size]
 MAX_PAIRS = 128
 MAX_HISTORY = 50
+# Per-band records the running switchback canary keeps (bands.py), both arms. [safety: status size]
+MAX_BAND_RECORDS = 480
 MAX_NOTE = 1024
 # The running method canary's windows kept. [safety: status size]
 METHOD_CANARY_MAX_RECORDS = 48

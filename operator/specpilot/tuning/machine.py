@@ -18,6 +18,7 @@ import dataclasses
 from specpilot.api.models import Slo, Tuning, duration_seconds
 
 from .actions import Action, decide
+from .bands import band_records
 from .constants import LOADS_KEPT as LOADS_KEPT  # noqa: F401 - the controller's resume check imports it here
 from .context import Planner, Window, candidates, canary_share, fitted_model, judge_power, load_mix
 from .kinds import CANARY_PHASES, ActionKind, Phase
@@ -53,7 +54,7 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
     st = state.copy()
     if not tuning.enabled:
         return st, _disabled(st, now)
-    record_window(st, obs, slo=tuning.slo)
+    record_window(st, obs, slo=tuning.slo, by_band=tuning.mode == "schedule")
     # The planning calls are looked up now: the bench's floor (`bench tuner --floor`) swaps them.
     w = Window(st, tuning, obs, now, Planner(_plan, propose), wait)
     if st.phase == Phase.CONVERGED:
@@ -126,12 +127,13 @@ def _canary_starting(state: TunerState, tuning: Tuning, obs: Observations, now: 
 
 
 def record_window(state: TunerState, obs: Observations, in_round: bool = True,
-                  slo: Slo | None = None) -> None:
+                  slo: Slo | None = None, by_band: bool = False) -> None:
     """Keep the window's records (and paired step times) in `state`. `in_round`: the window counts against
     the round's window budget (a method canary's windows do not: they tune no N). Nor do the windows a
     canary spends starting: the budget is for analysis, a restart takes from seconds (a simulated engine)
     to minutes (a large model loading, vLLM on CPU), and progressDeadline already bounds it. `slo`:
-    spec.tuning.slo, what the records' latency numbers are taken against (`observations.record`)."""
+    spec.tuning.slo, what the records' latency numbers are taken against (`observations.record`). `by_band`:
+    keep a switchback canary's per-band records (schedule mode judges it band by band, bands.py)."""
     state.seq += 1
     state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING
     recs: dict[str, WindowRecord] = {}
@@ -154,6 +156,11 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True,
                                 slo)
     for r in recs.values():
         state.add_record(r)
+    if by_band and obs.switchback and "stable" in recs and "canary" in recs:
+        assert obs.stable is not None and obs.canary is not None  # recs hold records of both
+        state.add_band_records(
+            band_records(state.seq, "stable", (state.stable_n, state.stable_schedule), obs.stable.bands)
+            + band_records(state.seq, "canary", (obs.canary.n, state.canary_schedule), obs.canary.bands))
     if analysing and state.analysis_from_seq is not None and state.warmup_until is not None:
         recent = [r for r in state.records if r.seq >= state.analysis_from_seq]
         state.analysis_from_seq = analysis_start(state.analysis_from_seq, state.seq, state.warmup_until, recent)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -79,6 +79,9 @@ class TrackWindow:
     # Why the API server refuses to create the track's pods (its Deployment's ReplicaFailure condition, e.g.
     # Pod Security admission), None while it creates them: a canary refused never becomes Ready.
     refused: str | None = None
+    # A switchback arm's counters per batch-size band (live.band_of's label -> live.BAND_COUNTERS' values):
+    # what schedule mode compares band by band (bands.py); empty for a track of its own pods.
+    bands: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)

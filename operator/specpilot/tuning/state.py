@@ -14,7 +14,9 @@ from typing import Any, TypeGuard
 
 from . import drift
 from .constants import ANALYSIS_KEPT as ANALYSIS_KEPT  # noqa: F401 - tests and the controller import it here
-from .constants import LOADS_KEPT, MAX_CARRIED, MAX_HISTORY, MAX_N, MAX_NOTE, MAX_PAIRS, MAX_RECORDS
+from .bands import BandRecord
+from .constants import (LOADS_KEPT, MAX_BAND_RECORDS, MAX_CARRIED, MAX_HISTORY, MAX_N, MAX_NOTE, MAX_PAIRS,
+                        MAX_RECORDS)
 from .evidence import Evidence
 from .kinds import Phase
 from .observations import MAX_LOAD, WindowRecord, finite, whole, whole_n
@@ -58,6 +60,9 @@ class TunerState:
     near_tie: str | None = None  # at convergence: the better N whose gain is inside the margin, said not paid
     # Unproven canaries' paired windows, for one retry each in a later round (evidence.py).
     carried: list[Evidence] = field(default_factory=list)
+    # The round's switchback arms' per-band records, both arms of every analysed window (schedule mode,
+    # bands.py); a new round starts without them.
+    band_records: list[BandRecord] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -102,6 +107,7 @@ class TunerState:
             schedule=s.get("schedule"), stable_schedule=rows_from_json(s.get("stableSchedule")),
             canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=near_tie, carried=[Evidence.from_json(e) for e in carried],
+            band_records=[BandRecord.from_json(r) for r in s.get("bandRecords", [])[-MAX_BAND_RECORDS:]],
             history=list(s.get("history", [])[-MAX_HISTORY:]))
 
     def to_status(self) -> dict[str, Any]:
@@ -120,7 +126,8 @@ class TunerState:
             "convergedSeq": self.converged_seq, "convergedLoads": self.converged_loads,
             "schedule": self.schedule, "stableSchedule": self.stable_schedule,
             "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie,
-            "carried": [e.to_json() for e in self.carried], "history": copy.deepcopy(self.history),
+            "carried": [e.to_json() for e in self.carried], "bandRecords": [r.to_json() for r in self.band_records],
+            "history": copy.deepcopy(self.history),
         }
 
     def copy(self) -> "TunerState":
@@ -133,6 +140,9 @@ class TunerState:
     def add_record(self, r: WindowRecord) -> None:
         running = self.analysis_from_seq if self.canary_n is not None else None
         self.records = bounded(self.records + [r], running)
+
+    def add_band_records(self, records: list[BandRecord]) -> None:
+        self.band_records = (self.band_records + records)[-MAX_BAND_RECORDS:]
 
     def add_pair(self, p: Pair) -> None:
         self.pairs = (self.pairs + [p])[-MAX_PAIRS:]

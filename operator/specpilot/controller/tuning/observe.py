@@ -14,7 +14,7 @@ from specpilot.display import some_of
 from specpilot.canary.tracks import TrackPlan
 from specpilot.controller.status import refusal
 from specpilot.scrape.pods import PodScrape, PodTarget
-from specpilot.scrape.switchback import arm_snapshot, cut
+from specpilot.scrape.switchback import arm_bands, arm_snapshot, cut
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Observations, TrackWindow
 from specpilot.tuning.observations import has_traffic, implausible
@@ -89,9 +89,11 @@ def arm_observations(stable: TrackWindow, plan: TrackPlan, window_s: float, repl
                             stable_replicas=replicas)
     pods = stable.ready_pods
     arm_s, arm_c = plan.live.arms[0], plan.live.arms[1]
-    s = dataclasses.replace(stable, n=n, delta=arm_snapshot(stable.delta, arm_s.key, n, window_s, pods))
+    s = dataclasses.replace(stable, n=n, delta=arm_snapshot(stable.delta, arm_s.key, n, window_s, pods),
+                            bands=arm_bands(stable.delta, arm_s.key))
     c = dataclasses.replace(stable, n=plan.canary_n,
-                            delta=arm_snapshot(stable.delta, arm_c.key, plan.canary_n, window_s, pods))
+                            delta=arm_snapshot(stable.delta, arm_c.key, plan.canary_n, window_s, pods),
+                            bands=arm_bands(stable.delta, arm_c.key))
     return Observations(window_s=window_s, stable=s, canary=c, stable_replicas=replicas, switchback=True)
 
 

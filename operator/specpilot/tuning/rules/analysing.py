@@ -29,6 +29,7 @@ from ..step_model import StepModel
 from ..switchback import live_arm
 from ..transfer import known
 from ..transitions import carry, probe, promote, rollback
+from .per_band import band_by_band
 
 
 @dataclass
@@ -268,7 +269,7 @@ def promote_canary(a: Analysis) -> Action:
                    numbers)
 
 
-ANALYSIS_RULES = (health_gate, slo_gate, no_comparable_data, undecided, young_mix, roll_back, slo_unproven,
+ANALYSIS_RULES = (health_gate, slo_gate, band_by_band, no_comparable_data, undecided, young_mix, roll_back, slo_unproven,
                   probe_rival, probe_for_schedule, rival_plausible, mix_not_seen, promote_canary)
 
 

@@ -114,6 +114,7 @@ def new_round(w: Window, reason: str) -> Action:
     state.tried = []
     state.probed = []
     state.worse = []
+    state.band_records = []
     state.reference = None
     state.enter(Phase.OBSERVING, w.now)
     return decide(state, w.now, Action(ActionKind.HOLD, state.stable_n, reason), {})
