@@ -21,7 +21,7 @@ from specpilot_runtime.live import (BAND_COUNTERS, SB_OUTPUT_TOKENS, SB_SEQUENCE
                                     band_of, band_range)
 from specpilot_runtime.speculative import schedule_k
 
-from .constants import BAND_SLACK, MAX_BATCH_SIZE, MAX_LOAD, MAX_N, MAX_STEP_S, MIN_BAND_STEPS, MIN_STEP_S
+from .constants import BAND_SLACK, EXTEND, MAX_BATCH_SIZE, MIN_BAND_WINDOWS, MAX_LOAD, MAX_N, MAX_STEP_S, MIN_BAND_STEPS, MIN_STEP_S
 from .judge import Verdict, judge
 from .kinds import Ruling
 from .observations import WindowRecord, finite, whole, whole_n
@@ -106,17 +106,17 @@ def differs(band: str, stable: tuple[int, Rows | None], canary: tuple[int, Rows 
 
 
 def compose(stable: tuple[int, Rows | None], canary: tuple[int, Rows | None],
-            proven: Sequence[str]) -> tuple[int, Rows | None]:
-    """The stable's (N, table) with the canary's K at the `proven` bands: vLLM's rows (from batch size 1,
-    rising, no overlap, K <= N), equal neighbours merged; (K, None) when one K serves every batch size."""
-    ranges = sorted(band_range(b) for b in proven)
+            bands: Sequence[str]) -> tuple[int, Rows | None]:
+    """The stable's (N, table) with the canary's K at `bands`: vLLM's rows (from batch size 1, rising, no
+    overlap, K <= N), equal neighbours merged; (K, None) when one K serves every batch size."""
+    ranges = sorted(band_range(b) for b in bands)
     edges = {1} | {e for lo, hi in ranges for e in (lo, hi + 1)}
     edges |= {e for rows in (stable[1], canary[1]) for r in rows or () for e in (r[0], r[1] + 1)}
     starts = sorted(e for e in edges if 1 <= e <= MAX_BATCH_SIZE)
     rows: Rows = []
     for i, lo in enumerate(starts):
         hi = starts[i + 1] - 1 if i + 1 < len(starts) else MAX_BATCH_SIZE
-        src = canary if band_of(lo) in proven else stable
+        src = canary if band_of(lo) in bands else stable
         k = k_at(src[1], src[0], lo)
         if rows and rows[-1][2] == k:
             rows[-1][1] = hi
@@ -124,6 +124,14 @@ def compose(stable: tuple[int, Rows | None], canary: tuple[int, Rows | None],
             rows.append([lo, hi, k])
     n = max(r[2] for r in rows)
     return (n, None) if len(rows) == 1 else (n, rows)
+
+
+def with_ks(stable: tuple[int, Rows | None], ks: Mapping[str, int]) -> tuple[int, Rows | None]:
+    """The stable's (N, table) drafting ks[band] at each band of `ks`."""
+    if not ks:
+        return stable
+    rows = [[*band_range(b), k] for b, k in sorted(ks.items(), key=lambda bk: band_range(bk[0])[0])]
+    return compose(stable, (max(ks.values()), rows), list(ks))
 
 
 @dataclass(frozen=True)
@@ -143,26 +151,55 @@ class BandVerdict:
 
 
 def band_verdicts(records: Sequence[BandRecord], stable: tuple[int, Rows | None], canary: tuple[int, Rows | None],
-                  objective: str, margin: float, confidence: float, windows: int,
-                  noise_prior_sd: float) -> list[BandVerdict]:
-    """The judge's ruling at every band where the arms draft differently, on the round's pairs of that band
-    with these two K (an earlier arm's too: the same comparison in the same pods, only more of it). The
-    canary's 1 - confidence is split over the bands judged (Bonferroni): each is a chance to promote on noise."""
-    by_band: dict[str, list[BandRecord]] = {}
-    for r in records:
-        by_band.setdefault(r.band, []).append(r)
-    judged = sorted((b for b in by_band if differs(b, stable, canary)), key=lambda b: band_range(b)[0])
-    each = 1.0 - (1.0 - confidence) / max(len(judged), 1)
+                  judging: Judging) -> list[BandVerdict]:
+    """The judge's ruling at every band where the arms draft differently (`verdict_at`). The canary's
+    1 - confidence is split over the bands judged (Bonferroni): each is a chance to promote on noise."""
+    seen = {r.band for r in records}
+    judged = sorted((b for b in seen if differs(b, stable, canary)), key=lambda b: band_range(b)[0])
     out = []
     for band in judged:
         lo = band_range(band)[0]
         ks, kc = k_at(stable[1], stable[0], lo), k_at(canary[1], canary[0], lo)
-        s = {r.seq: r for r in by_band[band] if r.track == "stable" and r.k == ks}
-        c = [r.window() for r in by_band[band] if r.track == "canary" and r.k == kc and r.seq in s]
-        pairs = [s[r.seq].window() for r in c]
-        v = judge(pairs, c, [r.load for r in pairs], objective, margin, each, windows, noise_prior_sd=noise_prior_sd)
-        out.append(BandVerdict(band, ks, kc, v))
+        out.append(BandVerdict(band, ks, kc, verdict_at(records, band, ks, kc, judging, len(judged))))
     return out
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What the judge rules with (the spec's tuning): objective, margin, confidence, the round's windows,
+    and the prior on a pair's spread."""
+
+    objective: str
+    margin: float
+    confidence: float
+    round_windows: int
+    noise_prior_sd: float
+
+
+def band_windows(records: Sequence[BandRecord], band: str, round_windows: int) -> int:
+    """The windows the judge is configured with at a band: the band's share of the analysed windows times the
+    round's, over EXTEND (the judge lets a canary run EXTEND x its configured windows). A band the load
+    visits in one window of eight can pair in no more windows than that in a round: its promotion boundary
+    (O'Brien-Fleming's over the looks it may get) is drawn over those, not over a canary's."""
+    seqs = {r.seq for r in records}
+    at = {r.seq for r in records if r.band == band}
+    share = len(at) / len(seqs) if seqs else 1.0
+    return max(MIN_BAND_WINDOWS, math.ceil(share * round_windows / EXTEND))
+
+
+def verdict_at(records: Sequence[BandRecord], band: str, ks: int, kc: int, judging: Judging,
+               bands: int = 1) -> Verdict:
+    """The judge's ruling on K=kc against K=ks at one band, on the round's pairs of that band with these two
+    K, whichever arm drafted which (an earlier arm's too: the same comparison in the same pods, only more
+    of it), at the confidence split over `bands` bands."""
+    j = judging
+    at = [r for r in records if r.band == band]
+    s = {r.seq: r for r in at if r.k == ks}
+    c = [r.window() for r in at if r.k == kc and r.seq in s]
+    pairs = [s[r.seq].window() for r in c]
+    each = 1.0 - (1.0 - j.confidence) / max(bands, 1)
+    return judge(pairs, c, [r.load for r in pairs], j.objective, j.margin, each,
+                 band_windows(records, band, j.round_windows), noise_prior_sd=j.noise_prior_sd)
 
 
 def proven(verdicts: Sequence[BandVerdict]) -> list[str]:

@@ -200,6 +200,8 @@ ACCEPTANCE_Z = 4.0
 # Steps an arm must have run at a batch-size band in a window for the band's numbers to count (schedule mode
 # under switchback, bands.py): a band the batch only passed through is a handful of steps. [safety]
 MIN_BAND_STEPS = 50
+# Fewest configured windows a band's judge gets (bands.band_windows; a canary's default is 6). [safety]
+MIN_BAND_WINDOWS = 2
 # How far a band's mean batch size (sequence-steps over steps, counters summed over pods) may read outside
 # the band's batch sizes before its counters are taken as no engine's. [safety: rounding only]
 BAND_SLACK = 0.01

@@ -18,6 +18,7 @@ from ..planner import Plan, bracketed
 from ..schedule import schedule_text
 from ..switchback import live_arm, live_method
 from ..transitions import converge, start_canary
+from .per_band import band_canary
 
 
 @dataclass
@@ -175,6 +176,7 @@ def schedule_canary(w: Window, beat: float = 0.0) -> Action | None:
                         proposal.rows)
 
 
-OBSERVING_RULES = (stable_first, tournament_first, canary_budget_spent, window_budget_spent, schedule_served,
+OBSERVING_RULES = (stable_first, tournament_first, canary_budget_spent, window_budget_spent, band_canary,
+                   schedule_served,
                    retry_unproven, load_mix_young, neighbour_unmeasured, nothing_worth_a_canary, schedule_before_n,
                    canary_planned)

@@ -1,9 +1,12 @@
-"""Analysing, schedule mode under switchback: the canary arm is judged band by band (tuning/bands.py).
+"""Schedule mode under switchback: a live arm chosen and judged band by band (tuning/bands.py).
 
 Both arms run in the stable's pods and the engines count their steps per batch-size band, so each band is
-a paired comparison of the K the two arms draft there. The arm runs until every band where they differ is
-decided (proven better, or unable to beat the stable's K by the margin) or its windows run out; then the
-bands proven better take the canary's K in the served table and every other band keeps the stable's.
+a paired comparison of the K the two arms draft there. Observing, `band_canary` starts an arm drafting at
+each band of the load mix the K the measurements propose there (`schedule.propose`), except where that
+comparison was already judged. Analysing, `band_by_band` runs the arm until every band where the arms
+differ is decided (proven better, or unable to beat the stable's K by the margin) or its windows run out;
+then the bands proven better take the canary's K in the served table and every other band keeps the
+stable's.
 """
 
 from __future__ import annotations
@@ -11,16 +14,60 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..actions import Action
-from ..bands import BandVerdict, band_verdicts, compose, open_bands, proven
-from ..constants import EXTEND
+from ..bands import (BandVerdict, Judging, band_verdicts, compose, k_at, open_bands, proven, verdict_at,
+                     with_ks)
+from ..constants import EXTEND, MAX_BATCH_SIZE
+from ..context import Window, candidates
 from ..judge import noise_prior
-from ..kinds import ActionKind
+from ..kinds import ActionKind, Ruling
 from ..schedule import schedule_text
-from ..switchback import live_arm
-from ..transitions import promote, rollback
+from ..switchback import live_arm, live_method, started_n
+from ..transitions import promote, rollback, start_canary
 
 if TYPE_CHECKING:
     from .analysing import Analysis
+    from .observing import Observing
+
+from specpilot_runtime.live import band_range, bands_up_to
+
+
+def band_canary(o: Observing) -> Action | None:
+    """Schedule mode under switchback: start an arm drafting, at every band, the first K not yet judged
+    against the stable's there this round of: the K the measurements propose (`schedule.propose`), and at
+    a band the arms have visited, the stable's K one either side (next to the stable is where a shape the
+    step-time model cannot express hides a better K). A band the load never visits gathers no evidence
+    and keeps the stable's K. None when no band is left to try (the other rules then plan or converge)."""
+    w = o.w
+    s, t = w.state, w.tuning
+    if t.mode != "schedule" or not live_method(t, s.method):
+        return None
+    proposal = w.propose()
+    stable, prop = (s.stable_n, s.stable_schedule), (proposal.num_speculative_tokens, proposal.rows)
+    allowed = [k for k in candidates(s, t) if k <= started_n(s, t)]
+    seen = {r.band for r in s.band_records}
+    j = judging(w)
+    ks: dict[str, int] = {}
+    for band in bands_up_to(MAX_BATCH_SIZE):
+        lo = band_range(band)[0]
+        k_s = k_at(stable[1], stable[0], lo)
+        options = [k_at(prop[1], prop[0], lo)] + ([k_s - 1, k_s + 1] if band in seen else [])
+        ks_band = next((k for k in options if k != k_s and k in allowed and
+                        verdict_at(s.band_records, band, k_s, k, j, len(seen)).decision == Ruling.CONTINUE), None)
+        if ks_band is not None:
+            ks[band] = ks_band
+    if not ks:
+        return None
+    n, rows = with_ks(stable, ks)
+    if not live_arm(s, t, n, rows):
+        return None
+    s.canary_schedule = rows
+    return start_canary(s, w.now, n, f"arm {schedule_text(rows) if rows else f'N={n}'}: per band, a K not yet "
+                                     f"judged against the stable's", {"schedule": proposal.to_json()}, rows)
+
+
+def judging(w: Window) -> Judging:
+    s, t = w.state, w.tuning
+    return Judging(t.objective, t.margin_for(s.method), t.confidence, t.max_windows_per_round, noise_prior(True))
 
 
 def judged_by_band(a: Analysis) -> list[BandVerdict] | None:
@@ -31,8 +78,8 @@ def judged_by_band(a: Analysis) -> list[BandVerdict] | None:
         return None
     if not any(r.track == "canary" and r.seq >= a.since for r in s.band_records):
         return None
-    return band_verdicts(s.band_records, (s.stable_n, s.stable_schedule), (s.canary_n, s.canary_schedule), t.objective,
-                         t.margin_for(s.method), t.confidence, t.canary.windows, noise_prior(True))
+    return band_verdicts(s.band_records, (s.stable_n, s.stable_schedule), (s.canary_n, s.canary_schedule),
+                         judging(a.w))
 
 
 def band_by_band(a: Analysis) -> Action | None:
@@ -47,8 +94,8 @@ def band_by_band(a: Analysis) -> Action | None:
     numbers = {"bands": [v.to_json() for v in verdicts]}
     said = "; ".join(v.text() for v in verdicts)
     ran = s.seq - a.since + 1
-    spent = ran >= 2 * EXTEND * t.canary.windows or s.windows_in_round >= t.max_windows_per_round \
-        or (ran >= t.canary.windows and bool(proven(verdicts)))
+    spent = ran >= EXTEND * t.canary.windows or s.windows_in_round >= t.max_windows_per_round \
+        or bool(proven(verdicts))
     if not spent and (open_bands(verdicts) or not verdicts):
         return Action(ActionKind.KEEP_ANALYSING, s.canary_n, f"bands undecided: {said or 'no band paired yet'}")
     won = proven(verdicts)
