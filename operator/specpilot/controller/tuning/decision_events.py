@@ -43,6 +43,13 @@ def _numbers(numbers: dict[str, Any]) -> str:
     parts = []
     if verdict:
         parts.append(", ".join(f"{k}={v}" for k, v in verdict.items() if not isinstance(v, (dict, list))))
+    bands = numbers.get("bands") or []
+    if bands:
+        # Schedule mode under switchback: the arm judged band by band (tuning/bands.py).
+        parts.append("by band: " + ", ".join(
+            f"{b.get('band')} K={b.get('canaryK')} vs {b.get('stableK')} {b.get('decision')} "
+            f"{b.get('gain_pct')}% [{b.get('lower_pct')}%, {b.get('upper_pct')}%] in {b.get('windows')} windows"
+            for b in bands if isinstance(b, dict)))
     if "gain_pct" in plan:
         gains = ", ".join(f"N={n} {g:+.1f}%" for n, g in plan["gain_pct"].items())
         parts.append(f"expected goodput against stable N={plan.get('stable_n')}: {gains}")
