@@ -95,6 +95,12 @@ class Analysis:
                            ANALYSIS_KEPT)
 
     @cached_property
+    def proven_whole(self) -> bool:
+        """The judge proves the canary better over the load mix, and the mix was seen long enough for a
+        promotion (`mix_wait`)."""
+        return self.verdict.decision == Ruling.PROMOTE and mix_wait(self.state, self.w.tuning, self.verdict) is None
+
+    @cached_property
     def pairs(self) -> list[tuple[WindowRecord, WindowRecord]]:
         return paired(self.round_stable, self.canary)
 

@@ -61,7 +61,7 @@ def band_canary(o: Observing) -> Action | None:
     if not live_arm(s, t, n, rows):
         return None
     s.canary_schedule = rows
-    return start_canary(s, w.now, n, f"arm {schedule_text(rows) if rows else f'N={n}'}: per band, a K not yet "
+    return start_canary(s, w.now, n, f"arm {_text(n, rows)}: per band, a K not yet "
                                      f"judged against the stable's", {"schedule": proposal.to_json()}, rows)
 
 
@@ -93,6 +93,16 @@ def band_by_band(a: Analysis) -> Action | None:
     assert s.canary_n is not None  # judged_by_band judges a running canary only
     numbers = {"bands": [v.to_json() for v in verdicts]}
     said = "; ".join(v.text() for v in verdicts)
+    stable, canary = (s.stable_n, s.stable_schedule), (s.canary_n, s.canary_schedule)
+    if a.proven_whole:
+        # Proven over the load mix, as a canary is: the arm's K everywhere but at the bands proven unable to
+        # beat the stable's there.
+        worse = {v.band for v in verdicts if v.verdict.decision == Ruling.ROLLBACK}
+        n, rows = compose(stable, canary, [b for b in bands_up_to(MAX_BATCH_SIZE) if b not in worse])
+        kept = f", the stable's K kept at {', '.join(sorted(worse))}" if worse else ""
+        return promote(s, now, Action(ActionKind.PROMOTE, n, f"{a.verdict.reason} over the load mix{kept}: "
+                                                             f"serving {_text(n, rows)}", rows),
+                       {**numbers, "verdict": a.verdict.to_json()})
     ran = s.seq - a.since + 1
     spent = ran >= EXTEND * t.canary.windows or s.windows_in_round >= t.max_windows_per_round \
         or bool(proven(verdicts))
@@ -101,7 +111,10 @@ def band_by_band(a: Analysis) -> Action | None:
     won = proven(verdicts)
     if not won:
         return rollback(s, now, f"no band proven better: {said or 'no band paired'}", numbers)
-    n, rows = compose((s.stable_n, s.stable_schedule), (s.canary_n, s.canary_schedule), won)
-    served = schedule_text(rows) if rows else f"N={n}"
+    n, rows = compose(stable, canary, won)
     proof = "; ".join(v.text() for v in verdicts if v.band in won)
-    return promote(s, now, Action(ActionKind.PROMOTE, n, f"{proof}: serving {served}", rows), numbers)
+    return promote(s, now, Action(ActionKind.PROMOTE, n, f"{proof}: serving {_text(n, rows)}", rows), numbers)
+
+
+def _text(n: int, rows: list[list[int]] | None) -> str:
+    return schedule_text(rows) if rows else f"N={n}"
