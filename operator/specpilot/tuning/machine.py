@@ -156,8 +156,11 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True,
                                 slo)
     for r in recs.values():
         state.add_record(r)
-    if by_band and obs.switchback and "stable" in recs and "canary" in recs:
-        assert obs.stable is not None and obs.canary is not None  # recs hold records of both
+    # A band's pairs are two K at one band in one window, whoever's arms: they count from the arm's first
+    # window (the engines count each arm's own steps; no pod restarted, so no warm-up is dropped).
+    if by_band and obs.switchback and "stable" in recs and measurable(obs.canary, obs.window_s) \
+            and obs.canary.n == state.canary_n:
+        assert obs.stable is not None
         state.add_band_records(
             band_records(state.seq, "stable", (state.stable_n, state.stable_schedule), obs.stable.bands)
             + band_records(state.seq, "canary", (obs.canary.n, state.canary_schedule), obs.canary.bands))
