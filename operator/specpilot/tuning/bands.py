@@ -12,6 +12,7 @@ the served table is the stable's with the canary's K at the bands proven better,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from specpilot_runtime.live import (BAND_COUNTERS, SB_OUTPUT_TOKENS, SB_SEQUENCE
                                     band_of, band_range)
 from specpilot_runtime.speculative import schedule_k
 
-from .constants import BAND_SLACK, EXTEND, MAX_BATCH_SIZE, MIN_BAND_WINDOWS, MAX_LOAD, MAX_N, MAX_STEP_S, MIN_BAND_STEPS, MIN_STEP_S
+from .constants import (BAND_SLACK, EXTEND, MAX_BATCH_SIZE, MAX_LOAD, MAX_N, MAX_STEP_S, MIN_BAND_STEPS,
+                        MIN_BAND_WINDOWS, MIN_STEP_S)
 from .judge import Verdict, judge
 from .kinds import Ruling
 from .observations import WindowRecord, finite, whole, whole_n
@@ -48,18 +50,21 @@ class BandRecord:
                             tokens_per_step=self.tokens_per_step, step_s=self.step_s, load=self.load)
 
     def to_json(self) -> list[Any]:
-        return [self.seq, self.track, self.band, self.k, self.tokens_per_step, self.step_s, self.load]
+        """The fields in order, as a list (a status keeps up to MAX_BAND_RECORDS of them)."""
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
     @classmethod
     def from_json(cls, v: Any) -> "BandRecord":
         """A record read back from a status: ValueError for anything `to_json` never writes."""
-        if not isinstance(v, list) or len(v) != 7:
-            raise ValueError("band record is not a list of 7")
+        size = len(dataclasses.fields(cls))
+        if not isinstance(v, list) or len(v) != size:
+            raise ValueError(f"band record is not a list of {size}")
         seq, track, band, k, tokens, step_s, load = v
         if track not in ("stable", "canary") or not isinstance(band, str):
             raise ValueError("band record track or band is not one the tuner writes")
         band_range(band)
-        return cls(whole(seq, "band record seq"), track, band, whole_n(k, "band record k"), finite(tokens, "band record l", 1.0, MAX_N + 1),
+        return cls(whole(seq, "band record seq"), track, band, whole_n(k, "band record k"),
+                   finite(tokens, "band record l", 1.0, MAX_N + 1),
                    finite(step_s, "band record t", MIN_STEP_S, MAX_STEP_S), finite(load, "band record b", 1.0, MAX_LOAD))
 
 
@@ -82,8 +87,8 @@ def band_records(seq: int, track: str, arm: tuple[int, Rows | None],
         if steps < MIN_BAND_STEPS or seconds <= 0 or seq_steps <= 0:
             continue
         load, tokens, step_s = seq_steps / steps, output / seq_steps, seconds / steps
-        if lo * (1 - BAND_SLACK) <= load <= (hi + 1) * (1 + BAND_SLACK) and 1.0 <= tokens <= MAX_N + 1 and MIN_STEP_S <= step_s <= MAX_STEP_S \
-                and load <= MAX_LOAD:
+        inside = lo * (1 - BAND_SLACK) <= load <= (hi + 1) * (1 + BAND_SLACK) and load <= MAX_LOAD
+        if inside and 1.0 <= tokens <= MAX_N + 1 and MIN_STEP_S <= step_s <= MAX_STEP_S:
             out.append(BandRecord(seq, track, band, k_at(arm[1], arm[0], lo), tokens, step_s, load))
     return out
 
