@@ -2,16 +2,18 @@
 
 Both arms run in the stable's pods and the engines count their steps per batch-size band, so each band is
 a paired comparison of the K the two arms draft there. Observing, `band_canary` starts an arm drafting at
-each band of the load mix the K the measurements propose there (`schedule.propose`), except where that
-comparison was already judged. Analysing, `band_by_band` runs the arm until every band where the arms
-differ is decided (proven better, or unable to beat the stable's K by the margin) or its windows run out;
-then the bands proven better take the canary's K in the served table and every other band keeps the
-stable's.
+each band a K not yet judged against the stable's there (the proposed K, then the stable's neighbours).
+Analysing, `band_by_band` serves the arm where the canary judge proves it better over the load mix (but at
+the bands proven worse), else runs it until a band is proven better, every band where the arms differ is
+decided, or its windows run out; then the bands proven better take the arm's K in the served table and
+every other band keeps the stable's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from specpilot_runtime.live import band_range, bands_up_to
 
 from ..actions import Action
 from ..bands import (BandVerdict, Judging, band_verdicts, compose, k_at, open_bands, proven, verdict_at,
@@ -27,8 +29,6 @@ from ..transitions import promote, rollback, start_canary
 if TYPE_CHECKING:
     from .analysing import Analysis
     from .observing import Observing
-
-from specpilot_runtime.live import band_range, bands_up_to
 
 
 def band_canary(o: Observing) -> Action | None:
@@ -83,9 +83,10 @@ def judged_by_band(a: Analysis) -> list[BandVerdict] | None:
 
 
 def band_by_band(a: Analysis) -> Action | None:
-    """Promote the bands proven better (the served table changes there only), or roll the arm back when
-    none is, once every band the arms differ at is decided or the arm's windows (EXTEND x canary.windows,
-    or the round's) run out."""
+    """Serve an arm the canary judge proves better over the load mix, but at the bands proven worse; else,
+    once a band is proven better, every band the arms differ at is decided, or the arm's windows
+    (EXTEND x canary.windows, or the round's) run out: promote the bands proven better (the served table
+    changes there only), or roll the arm back when none is."""
     verdicts = judged_by_band(a)
     if verdicts is None:
         return None
