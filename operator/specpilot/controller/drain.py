@@ -84,7 +84,7 @@ class DrainMeasure:
             return {"drain": new.to_status()}
 
         await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name),
-                          sd_path(self.namespace, self.name), patch)
+                          sd_path(self.namespace, self.name), patch, obj["metadata"].get("generation"))
         if written and written[0][0].seconds != written[0][1].seconds:
             old, new, why = written[0]
             message = f"drain {_text(old)} -> {_text(new)}: {why}"  # `why` names the p99 and the requests

@@ -28,19 +28,23 @@ def write_changed(kube: Kube, path: str, old: Status, new: Status,
 
 
 async def write_fresh(kube: Kube, lock: asyncio.Lock, path: str, patch_of: Callable[[Status], Status],
-                      written: Callable[[dict[str, Any]], None] | None = None) -> None:
+                      generation: int | None, written: Callable[[dict[str, Any]], None] | None = None) -> bool:
     """The tuning loop's write: `patch_of` the status as it is now, under `lock`, so neither writer puts back a
-    stale conditions list; nothing when the object is gone. `written` is given the object as written."""
+    stale conditions list. Nothing is written when the object is gone or its spec is no longer at `generation`,
+    the one the loop decided for: a window that began before the user turned tuning off or set N by hand must
+    not put its Tuning condition back over the reconciler's. `written` is given the object as written; returns
+    whether the patch was written."""
     async with lock:
         for attempt in range(CONFLICT_ATTEMPTS):
             current = await asyncio.to_thread(kube.get, path)
-            if current is None:
-                return
+            if current is None or current["metadata"].get("generation") != generation:
+                return False
             try:
                 answer = await asyncio.to_thread(kube.patch_status, path, patch_of(current.get("status") or {}))
                 if written is not None and isinstance(answer, dict):
                     written(answer)
-                return
+                return True
             except KubeError as exc:
                 if exc.status != 409 or attempt + 1 == CONFLICT_ATTEMPTS:
                     raise
+    return False

@@ -151,8 +151,8 @@ class TuningLoop:
         self.capacity_reported = message
         if message is None:
             return
-        await self._write(lambda status: ts.condition_patch(status, capacity.INSUFFICIENT_CAPACITY, message,
-                                                            _generation(obj)))
+        await self._write(obj, lambda status: ts.condition_patch(status, capacity.INSUFFICIENT_CAPACITY, message,
+                                                                 _generation(obj)))
 
     def _selector(self) -> str:
         return f"{MANAGED_BY}={MANAGER},{DEPLOYMENT_LABEL}={self.name}"
@@ -220,7 +220,7 @@ class TuningLoop:
         if problem:
             # No decision on partial data; the next window starts from fresh baselines.
             self.counter.reset()
-            await self._write(lambda status: ts.condition_patch(
+            await self._write(obj, lambda status: ts.condition_patch(
                 status, ts.METRICS_UNAVAILABLE, f"no decision this window: {problem}", _generation(obj)))
             return pods
         deltas, elapsed = self.counter.advance(scrapes, now)
@@ -237,8 +237,13 @@ class TuningLoop:
         self.implausible = set(implausible)
         tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
         measured = obs.stable if measurable(obs.stable, obs.window_s) else None
-        standing = await self._commit(obj, sd, state.history, new_state,
-                                      ts.tuning_condition(new_state, action, tour, contenders), measured, tour)
+        written, standing = await self._commit(obj, sd, state.history, new_state,
+                                               ts.tuning_condition(new_state, action, tour, contenders), measured,
+                                               tour)
+        if not written:
+            log.info("tuning %s/%s: the spec changed during the window; its decision (%s N=%s) is dropped",
+                     self.namespace, self.name, action.kind, action.n)
+            return pods
         if spec.tuning.canary.traffic_routing == "gateway" and spec.tuning.canary.http_route:
             canary_n = new_state.canary_n if tour.canary is None else tour.canary_n
             serving = canary_n is not None and any(
@@ -270,13 +275,15 @@ class TuningLoop:
 
     async def _commit(self, obj: dict[str, Any], sd: SpeculativeDeployment, old_history: list[dict[str, Any]],
                       state: TunerState, cond: tuple[str, str, str], stable: TrackWindow | None,
-                      tour: tournament_state.Tournament) -> dict[str, Any] | None:
-        """Write the window's status and post its decisions; returns the status.tournament written."""
+                      tour: tournament_state.Tournament) -> tuple[bool, dict[str, Any] | None]:
+        """Write the window's status and post its decisions; returns whether it was written (not when the spec
+        moved on during the window) and the status.tournament written."""
         spec_n = sd.spec.speculative.num_speculative_tokens
         contenders = tournament_state.contenders_of(sd.spec)
         standing = ts.tournament_status(tour, state, contenders)
-        await self._write(lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj), stable,
-                                                         standing))
+        if not await self._write(obj, lambda status: ts.status_patch(status, state, spec_n, cond, _generation(obj),
+                                                                     stable, standing)):
+            return False, None
         for entry in decision_events.new_entries(old_history, state.history):
             n = entry.get("n")
             live = isinstance(n, int) and entry.get("contender") is None \
@@ -285,11 +292,12 @@ class TuningLoop:
                                                       LIVE_PLACEMENT if live else replicas.placement(sd))
             poster = self.events.warning if decision.event_type == "Warning" else self.events.normal
             poster(obj, decision.reason, decision.message)  # posted in the background
-        return standing
+        return True, standing
 
-    async def _write(self, patch_of: Callable[[Status], Status]) -> None:
-        await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name), self.path, patch_of,
-                          written=self.scheduler.reconciler.bodies.offer)
+    async def _write(self, obj: dict[str, Any], patch_of: Callable[[Status], Status]) -> bool:
+        """`patch_of` written while the spec is still the one `obj` had (status_write.write_fresh)."""
+        return await write_fresh(self.kube, self.scheduler.lock(self.namespace, self.name), self.path, patch_of,
+                                 _generation(obj), written=self.scheduler.reconciler.bodies.offer)
 
     async def stop_tuning(self) -> None:
         """Tuning was turned off or the object is being deleted: the route gets its original rules back,
@@ -319,7 +327,7 @@ class TuningLoop:
         tour, state, _ = tournament.step(tour, state, sd.spec.tuning, contenders, Observations(0.0, None), now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         standing = ts.tournament_status(tour, state, contenders)
-        await self._write(lambda status: ts.stopped_patch(state, spec_n, standing))
+        await self._write(obj, lambda status: ts.stopped_patch(state, spec_n, standing))
 
 
 # Where a live canary runs (tuning.measure switchback), for its Event.
