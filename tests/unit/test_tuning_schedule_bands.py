@@ -8,16 +8,20 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from specpilot.api.models import Tuning
 from specpilot.controller.tuning.decision_events import decision_event
-from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState
+from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState, machine
 from specpilot.tuning.bands import BandRecord, band_records, compose
+from specpilot.tuning.constants import EXTEND, MAX_BATCH_SIZE
 from specpilot.tuning.machine import step
+from specpilot.tuning.schedule import ScheduleProposal
 from specpilot_harness.bench import strategies
 from specpilot_harness.bench.simulate import Fleet
-from specpilot_harness.sim.profile import load_profiles
-from specpilot_runtime.live import BAND_COUNTERS, band_of
+from specpilot_harness.bench.strategies import MAX_WINDOWS
+from specpilot_harness.sim.profile import Profile, load_profiles
+from specpilot_runtime.live import BAND_COUNTERS, band_of, band_range
 from specpilot_runtime.speculative import schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
@@ -45,14 +49,17 @@ def arm(n: int, bands: dict[str, tuple[float, ...]]) -> TrackWindow:
     return TrackWindow(n=n, delta=snap, ready_pods=1, desired_pods=1, bands=bands)
 
 
-def window(rng: np.random.Generator, canary_n: int, light_gain: float, heavy_gain: float) -> Observations:
-    """Both arms at both bands: the canary's tokens per sequence-step `gain` above the stable's at the same
-    step time, with 1% noise."""
+def window(rng: np.random.Generator, canary_n: int, light_gain: float, heavy_gain: float,
+           light: bool = True) -> Observations:
+    """Both arms at both bands (the heavy one only, `light` False): the canary's tokens per sequence-step
+    `gain` above the stable's at the same step time, with 1% noise."""
     def jitter() -> float:
         return math.exp(0.01 * rng.standard_normal())
     stable = {LIGHT: band(1.0, 2.0 * jitter(), 0.010), HEAVY: band(80.0, 2.0 * jitter(), 0.030)}
     canary = {LIGHT: band(1.0, 2.0 * (1 + light_gain) * jitter(), 0.010),
               HEAVY: band(80.0, 2.0 * (1 + heavy_gain) * jitter(), 0.030)}
+    if not light:
+        del stable[LIGHT], canary[LIGHT]
     return Observations(window_s=WINDOW_S, stable=arm(3, stable), canary=arm(canary_n, canary), stable_replicas=1,
                         switchback=True)
 
@@ -85,8 +92,47 @@ def test_an_arm_proven_at_no_band_is_rolled_back_and_the_table_stays() -> None:
         state, action = step(state, TUNING, window(rng, 5, light_gain=-0.08, heavy_gain=-0.10), now=w * WINDOW_S)
         if action.kind != ActionKind.KEEP_ANALYSING:
             break
-    assert action.kind == ActionKind.ROLLBACK and "no band proven better" in action.reason
+    # Worse over the mix too: it ends on the canary judge's rollback, each band's verdict in the reason.
+    assert action.kind == ActionKind.ROLLBACK and "band 1-1: K=5 vs 3" in action.reason
     assert state.stable_n == 3 and state.stable_schedule is None
+
+
+def test_an_arm_worse_over_the_mix_with_no_promising_band_is_rolled_back_early() -> None:
+    """The light band comes one window in four, too rarely to be decided for many windows; the arm, far
+    worse at the heavy band every window sees, ends on the canary judge's rollback over the load mix, not
+    after its EXTEND x canary.windows windows."""
+    rng = np.random.default_rng(3)
+    state = analysing(5)
+    for w in range(EXTEND * TUNING.canary.windows):
+        obs = window(rng, 5, light_gain=-0.03, heavy_gain=-0.30, light=w % 4 == 0)
+        state, action = step(state, TUNING, obs, now=w * WINDOW_S)
+        if action.kind != ActionKind.KEEP_ANALYSING:
+            break
+    assert action.kind == ActionKind.ROLLBACK and "no band promising" in action.reason
+    assert w < TUNING.canary.windows
+    assert state.stable_n == 3 and state.stable_schedule is None
+
+
+def test_the_first_arm_where_the_proposal_is_the_stable_is_its_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measurements propose the stable's own K at every band: the round's first arm drafts the stable's
+    K one either side at each band the load visits, not a single N the planner would try."""
+    profile = _profile("mix-tp-mtp-2004")
+    fleet = Fleet(measure="switchback")
+    dep = strategies._deployment(profile, 0, fleet=fleet)
+    tuning = strategies.bench_tuning(profile, "schedule", fleet)
+    k = profile.default_n
+    monkeypatch.setattr(machine, "propose", lambda *_: ScheduleProposal(k, ((1, MAX_BATCH_SIZE, k),), k, 0.0, 0.0))
+    state, loads = TunerState.new(profile.method, k, now=dep.now), []
+    for _ in range(MAX_WINDOWS):
+        obs = dep.window()
+        loads.append(dep.costs[-1].load)
+        state, action = step(state, tuning, obs, dep.now)
+        dep.apply(action)
+        if action.kind == ActionKind.START_CANARY:
+            break
+    assert action.kind == ActionKind.START_CANARY and action.schedule is not None, action.reason
+    visited = {band_of(round(b)) for b in loads}
+    assert {schedule_k(action.schedule, action.n or 0, band_range(b)[0]) for b in visited} <= {k - 1, k + 1}
 
 
 def test_a_restart_from_status_resumes_the_per_band_evidence() -> None:
@@ -162,8 +208,7 @@ def test_the_events_show_each_band_s_estimate_and_interval() -> None:
 def test_the_bench_s_arms_count_at_the_band_of_their_window_s_load() -> None:
     """The simulator's switchback arms: one load level per window, so each arm counts every step in that
     level's band, with the tokens per sequence-step and step time of the arm's own window."""
-    path = Path(__file__).parents[2] / "harness/specpilot_harness/bench/profiles/mixed-load.json"
-    profile = load_profiles(path.read_text(), str(path))["mix-tp-mtp-2004"]
+    profile = _profile("mix-tp-mtp-2004")
     dep = strategies._deployment(profile, 0, fleet=Fleet(measure="switchback"))
     dep.start_canary(5, [[1, 8, 5], [9, 4096, 2]])
     for _ in range(6):
@@ -176,3 +221,9 @@ def test_the_bench_s_arms_count_at_the_band_of_their_window_s_load() -> None:
             d = w.delta
             assert math.isclose(r.tokens_per_step, d.generation_tokens / d.drafts if d.drafts else 1.0, rel_tol=1e-3)
             assert math.isclose(r.step_s, d.tpot_sum / d.tpot_count * r.tokens_per_step, rel_tol=1e-3)
+
+
+def _profile(name: str) -> Profile:
+    """A profile of the dev split (mixed-load.json)."""
+    path = Path(__file__).parents[2] / "harness/specpilot_harness/bench/profiles/mixed-load.json"
+    return load_profiles(path.read_text(), str(path))[name]

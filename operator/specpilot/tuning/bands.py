@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -209,6 +210,26 @@ def verdict_at(records: Sequence[BandRecord], band: str, ks: int, kc: int, judgi
 
 def proven(verdicts: Sequence[BandVerdict]) -> list[str]:
     return [v.band for v in verdicts if v.verdict.decision == Ruling.PROMOTE]
+
+
+def promising(v: Verdict) -> bool:
+    """Proven better, or undecided while its estimate is better than the stable. A band paired too rarely
+    for an estimate is not: its pairs pool over the round's arms, so a later arm picks them up."""
+    return v.decision == Ruling.PROMOTE or (v.decision == Ruling.CONTINUE and math.isfinite(v.upper) and v.gain > 0)
+
+
+def untried(v: Verdict) -> bool:
+    """A K worth an arm at a band: undecided there, and either paired too rarely for an estimate or
+    estimated better. One an arm estimated no better, undecided when it ended, is not tried again: more of
+    the same comparison would mostly prove it worse."""
+    return v.decision == Ruling.CONTINUE and (not math.isfinite(v.upper) or v.gain > 0)
+
+
+def neighbours(band: str, k: int, loads: Sequence[float]) -> list[int]:
+    """The stable's K one either side at a band, the likelier better first: the best K falls as load rises,
+    so at a band lighter than the load mix's median drafting more, elsewhere drafting less."""
+    lighter = bool(loads) and band_range(band)[1] < statistics.median(loads)
+    return [k + 1, k - 1] if lighter else [k - 1, k + 1]
 
 
 def open_bands(verdicts: Sequence[BandVerdict]) -> list[str]:

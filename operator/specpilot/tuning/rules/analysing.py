@@ -16,6 +16,7 @@ from specpilot.api.models import Tuning
 
 from .. import evidence
 from ..actions import Action
+from ..bands import BandVerdict
 from ..constants import ANALYSIS_KEPT, EXTEND, PROBE_LEAD_MARGINS, PROMOTE_MIX_WINDOWS
 from ..context import Window, fitted_model, load_mix
 from ..judge import Verdict, health_problem, judge, load_octaves, noise_prior, out_of_room, paired
@@ -29,7 +30,7 @@ from ..step_model import StepModel
 from ..switchback import live_arm
 from ..transfer import known
 from ..transitions import carry, probe, promote, rollback
-from .per_band import band_by_band
+from .per_band import band_arm_worse, band_by_band, judged_by_band
 
 
 @dataclass
@@ -99,6 +100,12 @@ class Analysis:
         """The judge proves the canary better over the load mix, and the mix was seen long enough for a
         promotion (`mix_wait`)."""
         return self.verdict.decision == Ruling.PROMOTE and mix_wait(self.state, self.w.tuning, self.verdict) is None
+
+    @cached_property
+    def by_band(self) -> list[BandVerdict] | None:
+        """The band verdicts on a live arm in schedule mode (`per_band.judged_by_band`); None where the
+        canary is judged as a whole."""
+        return judged_by_band(self)
 
     @cached_property
     def pairs(self) -> list[tuple[WindowRecord, WindowRecord]]:
@@ -275,8 +282,9 @@ def promote_canary(a: Analysis) -> Action:
                    numbers)
 
 
-ANALYSIS_RULES = (health_gate, slo_gate, band_by_band, no_comparable_data, undecided, young_mix, roll_back, slo_unproven,
-                  probe_rival, probe_for_schedule, rival_plausible, mix_not_seen, promote_canary)
+ANALYSIS_RULES = (health_gate, slo_gate, band_arm_worse, band_by_band, no_comparable_data, undecided, young_mix,
+                  roll_back, slo_unproven, probe_rival, probe_for_schedule, rival_plausible, mix_not_seen,
+                  promote_canary)
 
 
 def mix_wait(state: TunerState, tuning: Tuning, v: Verdict) -> str | None:

@@ -3,8 +3,9 @@
 Both arms run in the stable's pods and the engines count their steps per batch-size band, so each band is
 a paired comparison of the K the two arms draft there. Observing, `band_canary` starts an arm drafting at
 each band a K not yet judged against the stable's there (the proposed K, then the stable's neighbours).
-Analysing, `band_by_band` serves the arm where the canary judge proves it better over the load mix (but at
-the bands proven worse), else runs it until a band is proven better, every band where the arms differ is
+Analysing, `band_arm_worse` ends an arm the canary judge proves worse over the load mix while no band is
+promising; `band_by_band` serves the arm where the judge proves it better over the load mix (but at the
+bands proven worse), else runs it until a band is proven better, every band where the arms differ is
 decided, or its windows run out; then the bands proven better take the arm's K in the served table and
 every other band keeps the stable's.
 """
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from specpilot_runtime.live import band_range, bands_up_to
+from specpilot_runtime.live import band_of, band_range, bands_up_to
 
 from ..actions import Action
-from ..bands import (BandVerdict, Judging, band_verdicts, compose, k_at, open_bands, proven, verdict_at,
-                     with_ks)
+from ..bands import (BandVerdict, Judging, band_verdicts, compose, differs, k_at, neighbours, open_bands,
+                     promising, proven, untried, verdict_at, with_ks)
 from ..constants import EXTEND, MAX_BATCH_SIZE
-from ..context import Window, candidates
+from ..context import Window, candidates, load_mix
 from ..judge import noise_prior
 from ..kinds import ActionKind, Ruling
 from ..schedule import schedule_text
@@ -33,10 +34,14 @@ if TYPE_CHECKING:
 
 def band_canary(o: Observing) -> Action | None:
     """Schedule mode under switchback: start an arm drafting, at every band, the first K not yet judged
-    against the stable's there this round of: the K the measurements propose (`schedule.propose`), and at
-    a band the arms have visited, the stable's K one either side (next to the stable is where a shape the
-    step-time model cannot express hides a better K). A band the load never visits gathers no evidence
-    and keeps the stable's K. None when no band is left to try (the other rules then plan or converge)."""
+    against the stable's there this round of (`bands.untried`): the K the measurements propose
+    (`schedule.propose`), and at a band the arms have visited, the stable's K one either side, the side the
+    load leans to first (`bands.neighbours`; next to the stable is where a shape the step-time model cannot
+    express hides a better K). Where the proposal drafts the stable's K at every band the load visits, the
+    neighbours go first at every band (wherever the load goes next, the arm is measured there): the
+    measurements see no better K, and a far single N the planner would try instead may cost far more
+    while it runs. A band the load never visits gathers no evidence and keeps the stable's K. None when no
+    band is left to try (the other rules then plan or converge)."""
     w = o.w
     s, t = w.state, w.tuning
     if t.mode != "schedule" or not live_method(t, s.method):
@@ -44,15 +49,19 @@ def band_canary(o: Observing) -> Action | None:
     proposal = w.propose()
     stable, prop = (s.stable_n, s.stable_schedule), (proposal.num_speculative_tokens, proposal.rows)
     allowed = [k for k in candidates(s, t) if k <= started_n(s, t)]
+    loads = load_mix(s)
     seen = {r.band for r in s.band_records}
+    visited = seen | {band_of(round(b)) for b in loads}
+    every = bands_up_to(MAX_BATCH_SIZE)
+    near = seen if any(differs(b, stable, prop) for b in visited) else set(every)
     j = judging(w)
     ks: dict[str, int] = {}
-    for band in bands_up_to(MAX_BATCH_SIZE):
+    for band in every:
         lo = band_range(band)[0]
         k_s = k_at(stable[1], stable[0], lo)
-        options = [k_at(prop[1], prop[0], lo)] + ([k_s - 1, k_s + 1] if band in seen else [])
+        options = [k_at(prop[1], prop[0], lo)] + (neighbours(band, k_s, loads) if band in near else [])
         ks_band = next((k for k in options if k != k_s and k in allowed and
-                        verdict_at(s.band_records, band, k_s, k, j, len(seen)).decision == Ruling.CONTINUE), None)
+                        untried(verdict_at(s.band_records, band, k_s, k, j, len(seen)))), None)
         if ks_band is not None:
             ks[band] = ks_band
     if not ks:
@@ -82,12 +91,25 @@ def judged_by_band(a: Analysis) -> list[BandVerdict] | None:
                          judging(a.w))
 
 
+def band_arm_worse(a: Analysis) -> Action | None:
+    """Roll back a band-by-band arm the canary judge rolls back over the load mix, as it would a canary,
+    while no band is promising (`bands.promising`): at every band it differs at, it measures no better
+    than the stable's K, so the windows it may still run (EXTEND x canary.windows) would buy nothing a
+    later arm cannot try (an arm may return to a band only where it measured better: `bands.untried`)."""
+    verdicts = a.by_band
+    if verdicts is None or a.verdict.decision != Ruling.ROLLBACK or any(promising(v.verdict) for v in verdicts):
+        return None
+    said = "; ".join(v.text() for v in verdicts) or "no band paired"
+    return rollback(a.state, a.w.now, f"{a.verdict.reason} over the load mix, and no band promising: {said}",
+                    {"bands": [v.to_json() for v in verdicts], "verdict": a.verdict.to_json()})
+
+
 def band_by_band(a: Analysis) -> Action | None:
     """Serve an arm the canary judge proves better over the load mix, but at the bands proven worse; else,
     once a band is proven better, every band the arms differ at is decided, or the arm's windows
     (EXTEND x canary.windows, or the round's) run out: promote the bands proven better (the served table
     changes there only), or roll the arm back when none is."""
-    verdicts = judged_by_band(a)
+    verdicts = a.by_band
     if verdicts is None:
         return None
     s, t, now = a.state, a.w.tuning, a.w.now
