@@ -1,5 +1,5 @@
 """kube-apiserver's audit log, for tests that must know which requests an identity really made and what the
-server answered (tests/chart/test_chart_rbac.py: the chart's RBAC against the operator's calls).
+server answered (tests/chart/rbac_audit.py: the chart's RBAC against the operator's calls).
 
 `ControlPlane.start(..., audit_log=True)` writes `policy` below to the work directory and passes
 `apiserver_flags`: every request (or only some users' requests: `audit_users`) at Metadata level (who, verb, resource, namespace, response code; no bodies), each event once

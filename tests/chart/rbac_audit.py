@@ -1,4 +1,5 @@
-"""The chart's RBAC against what the operator really calls, on a real kube-apiserver that enforces it.
+"""The chart's RBAC against what the operator really calls, on a real kube-apiserver that enforces it
+(test_chart_rbac_cluster_wide.py, test_chart_rbac_namespaced.py).
 
 The chart is `helm install`ed on the real control plane (harness/specpilot_harness/controlplane, its audit log
 on) as a user installs it, its CRD included. Its operator Deployment is then deleted (no container runtime
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import httpx
-import pytest
 import yaml
 from helm_tools import CHART, HELM, KUBECTL, NAMESPACE, RELEASE, ROOT, by_kind
 
@@ -249,12 +249,13 @@ async def _record(chart_args: tuple[str, ...], tmp_path: Path) -> tuple[list[Aud
         await sandbox.stop()
 
 
-MODES = {"cluster-wide": (), "namespaced": ("--set", f"watch.namespaces={{{WATCHED}}}")}
+# The chart's two RBAC modes (values), each tested in its own file so that two workers run them at once.
+CLUSTER_WIDE: tuple[str, ...] = ()
+NAMESPACED: tuple[str, ...] = ("--set", f"watch.namespaces={{{WATCHED}}}")
 
 
-@pytest.mark.parametrize("chart_args", MODES.values(), ids=MODES.keys())
-async def test_chart_rbac_allows_every_call_and_grants_nothing_unused(chart_args: tuple[str, ...],
-                                                                       tmp_path: Path) -> None:
+async def assert_chart_rbac_allows_every_call_and_grants_nothing_unused(chart_args: tuple[str, ...],
+                                                                          tmp_path: Path) -> None:
     records, objects, sa = await _record(chart_args, tmp_path)
     assert records, "the audit log holds no request of the chart's ServiceAccount"
     refused = forbidden(records)
