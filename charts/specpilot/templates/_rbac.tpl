@@ -1,5 +1,5 @@
 {{/*
-What the operator does in a watched namespace. tests/chart/test_chart_rbac.py runs the operator as the
+What the operator does in a watched namespace. tests/chart/rbac_audit.py runs the operator as the
 chart's ServiceAccount on a real kube-apiserver, which enforces these rules, and checks them both ways from
 its audit log: every call allowed, every grant used. No wildcards; Secrets only read for their labels
 (operator.policy.secretReferences).
