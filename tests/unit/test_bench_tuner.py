@@ -267,6 +267,17 @@ def test_structural_profiles_are_what_the_deformer_builds_and_hold_every_shape()
     assert all(row[best + 1] / row[best] > 1.05 for row in cliff.step_time_ms.values())
 
 
+def test_structural_mixed_profiles_are_what_the_deformer_builds_with_several_loads_each() -> None:
+    from specpilot_harness.bench.structural import SHAPES, build_mixed
+
+    path = Path(cli.__file__).parent / "profiles" / "structural-mixed.json"
+    built = build_mixed()
+    assert json.loads(path.read_text()) == {"profiles": [json.loads(p.model_dump_json(exclude_defaults=True))
+                                                         for p in built]}
+    assert {p.family for p in built} == set(SHAPES)
+    assert all(len(p.concurrency) > 1 for p in built)  # schedule mode needs a load mix
+
+
 def test_generated_profiles_are_what_the_generator_builds_and_cover_every_family() -> None:
     from specpilot_harness.bench.generate import FAMILIES, SPLITS, build
 

@@ -2,6 +2,7 @@
 profiles by deforming them, never by fitting them.
 
     python -m specpilot_harness.bench.structural > harness/specpilot_harness/bench/profiles/structural.json
+    python -m specpilot_harness.bench.structural --mixed > harness/specpilot_harness/bench/profiles/structural-mixed.json
 
 Each base profile (the generated held-out split, chain and lookup drafters, one load level) gets one
 deformation, at random (seeded):
@@ -60,21 +61,41 @@ def _deform(p: Profile, shape: str, rng: np.random.Generator) -> Profile | None:
                                 "family": shape})
 
 
-def build() -> list[Profile]:
-    text = (resources.files("specpilot_harness.bench") / "profiles" / BASE).read_text()
-    bases = [p for p in load_profiles(text, BASE).values()
-             if METHODS[p.method].family in (Family.SEQUENTIAL, Family.NEAR_FREE) and len(p.concurrency) == 1]
-    rng = np.random.default_rng(SEED)
-    out = []
-    for i, p in enumerate(bases[:40]):
+# The mixed-load variant: the same deformations of the mixed-load held-out splits' chain and lookup drafters,
+# every load level deformed alike, for schedule mode (K per batch-size band) on shapes no generator made.
+MIXED_SEED = 7300
+MIXED_BASES = ("mixed-load-holdout2.json", "mixed-load-holdout3.json")
+
+
+def _bases(name: str) -> list[Profile]:
+    text = (resources.files("specpilot_harness.bench") / "profiles" / name).read_text()
+    return [p for p in load_profiles(text, name).values()
+            if METHODS[p.method].family in (Family.SEQUENTIAL, Family.NEAR_FREE)]
+
+
+def _deformed(bases: list[Profile], seed: int) -> list[Profile]:
+    """One deformation per base, the shapes in turn; those that deform to nothing or to N=0 best are dropped."""
+    rng = np.random.default_rng(seed)
+    out: list[Profile] = []
+    for i, p in enumerate(bases):
         made = _deform(p, SHAPES[i % len(SHAPES)], rng)
         if made is not None and made.oracle_n() > 0:
             out.append(made)
     return out
 
 
+def build() -> list[Profile]:
+    return _deformed([p for p in _bases(BASE) if len(p.concurrency) == 1][:40], SEED)
+
+
+def build_mixed() -> list[Profile]:
+    return _deformed([p for name in MIXED_BASES for p in _bases(name)], MIXED_SEED)
+
+
 def main() -> None:
-    profiles = [json.loads(p.model_dump_json(exclude_defaults=True)) for p in build()]
+    """`python -m specpilot_harness.bench.structural [--mixed]` writes the profile file to stdout."""
+    made = build_mixed() if sys.argv[1:] == ["--mixed"] else build()
+    profiles = [json.loads(p.model_dump_json(exclude_defaults=True)) for p in made]
     json.dump({"profiles": profiles}, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
