@@ -96,6 +96,8 @@ class NodeAgent:
                        asyncio.create_task(self._watch_sources("configmaps"), name="node-configmaps"),
                        asyncio.create_task(self._watch_sources("secrets"), name="node-secrets"),
                        asyncio.create_task(self._resync_volumes(), name="node-volume-sync")]
+        for task in self._tasks:
+            task.add_done_callback(_said_if_failed)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -394,3 +396,10 @@ class NodeAgent:
 def _path(pod: dict[str, Any]) -> str:
     meta = pod["metadata"]
     return f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+
+
+def _said_if_failed(task: asyncio.Task[None]) -> None:
+    """A loop of the node that ended on an error leaves the node deaf to it: say so, loudly, once."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("node loop %s ended: %r; the node no longer follows what it watched", task.get_name(),
+                  task.exception())

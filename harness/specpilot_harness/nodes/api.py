@@ -1,5 +1,6 @@
 """The node agent's client of a real kube-apiserver: a few verbs over httpx, with the agent's client
-certificate, and a watch that resumes from the last resourceVersion (a new list after 410 Gone)."""
+certificate, and a watch that resumes from the last resourceVersion (a new list after 410 Gone) and
+outlasts the API server's refusals."""
 
 from __future__ import annotations
 
@@ -87,27 +88,33 @@ class Api:
 
     async def watch(self, path: str, params: dict[str, str] | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """("ADDED"/"MODIFIED"/"DELETED", object) for everything at `path`, starting with what exists (as
-        ADDED); re-lists after the server expires the resourceVersion (410 Gone) or the stream ends badly."""
+        ADDED), as an informer does: it re-lists after the server expires the resourceVersion (410 Gone),
+        reporting what vanished meanwhile as DELETED, and outlasts the server's refusals. A restarted
+        kube-apiserver answers 403 until its RBAC cache is warm and 5xx while etcd is away; a watch that
+        ended there would leave the node blind to every pod created after it."""
         version = ""
+        known: dict[str, dict[str, Any]] = {}  # by uid: what the list and the stream have delivered
+        refused = 0
         while True:
-            if not version:
-                try:
-                    listed = await self._call("GET", path, params=params)
-                except httpx.TransportError:
-                    await asyncio.sleep(1.0)
-                    continue
-                version = listed["metadata"]["resourceVersion"]
-                for item in listed.get("items") or []:
-                    yield "ADDED", item
-            query = {**(params or {}), "watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true",
-                     "timeoutSeconds": "300"}
             try:
+                if not version:
+                    listed = await self._call("GET", path, params=params)
+                    version = listed["metadata"]["resourceVersion"]
+                    items = {(i.get("metadata") or {}).get("uid", ""): i for i in listed.get("items") or []}
+                    for uid in [u for u in known if u not in items]:
+                        yield "DELETED", known.pop(uid)
+                    for uid, item in items.items():
+                        known[uid] = item
+                        yield "ADDED", item
+                query = {**(params or {}), "watch": "1", "resourceVersion": version,
+                         "allowWatchBookmarks": "true", "timeoutSeconds": "300"}
                 async with self.http.stream("GET", path, params=query) as resp:
                     if resp.status_code == 410:
                         version = ""
                         continue
                     if resp.status_code >= 400:
                         raise ApiError(resp.status_code, (await resp.aread()).decode(errors="replace"))
+                    refused = 0
                     async for line in resp.aiter_lines():
                         if not line:
                             continue
@@ -118,9 +125,18 @@ class Api:
                                 version = ""
                             break
                         version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                        uid = (obj.get("metadata") or {}).get("uid", "")
+                        if kind in ("ADDED", "MODIFIED"):
+                            known[uid] = obj
+                        elif kind == "DELETED":
+                            known.pop(uid, None)
                         if kind in ("ADDED", "MODIFIED", "DELETED"):
                             yield kind, obj
             except (httpx.TransportError, json.JSONDecodeError) as exc:
                 # The API server restarting, say: resume from the same version once it answers again.
                 log.debug("watch of %s broke (%s); resuming", path, exc)
                 await asyncio.sleep(1.0)
+            except ApiError as exc:
+                refused += 1
+                log.warning("watch of %s refused (%s); trying again", path, exc)
+                await asyncio.sleep(min(5.0, 0.5 * refused))
