@@ -49,6 +49,16 @@ TUNER_SCHEDULE = f"{PREFIX}_tuner_schedule_num_speculative_tokens"
 # contender's expected goodput at its best N relative to the stable track's (the stable's is 1); contender
 # "0" is spec.speculative, "i" alternatives[i - 1]; role one of ROLES. Untried contenders have no series.
 TUNER_METHOD_GOODPUT = f"{PREFIX}_tuner_method_relative_goodput"
+# Schedule mode under switchback: the band verdicts of the newest decision that judged an arm band by band
+# (status.tuning.history[].numbers.bands), band a runtime `live.band_of` label ("16-31"); at most one series
+# set per band, replaced with each such decision. Gauge, labels (namespace, deployment, band): the judge's
+# estimate of the arm's gain over the stable's K at that band, in percent; absent where it paired too rarely.
+TUNER_BAND_GAIN = f"{PREFIX}_tuner_band_gain_estimate_percent"
+# Gauge, labels (namespace, deployment, band, bound): the ends of that estimate's interval, bound one of BOUNDS.
+TUNER_BAND_GAIN_BOUND = f"{PREFIX}_tuner_band_gain_bound_percent"
+# Gauge, labels (namespace, deployment, band, track): the K each arm drafted at the band in that comparison,
+# track "stable" or "canary" (the arm).
+TUNER_BAND_K = f"{PREFIX}_tuner_band_num_speculative_tokens"
 
 LABEL_NAMESPACE = "namespace"
 LABEL_DEPLOYMENT = "deployment"
@@ -63,8 +73,9 @@ LABEL_CONTENDER = "contender"
 LABEL_METHOD = "method"
 LABEL_ROLE = "role"
 LABEL_BOUND = "bound"
+LABEL_BAND = "band"
 
-# Values of the `bound` label of TUNER_PREDICTED_GOODPUT_BOUND.
+# Values of the `bound` label of TUNER_PREDICTED_GOODPUT_BOUND and TUNER_BAND_GAIN_BOUND.
 BOUND_LOWER = "lower"
 BOUND_UPPER = "upper"
 BOUNDS = (BOUND_LOWER, BOUND_UPPER)

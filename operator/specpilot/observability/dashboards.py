@@ -158,10 +158,12 @@ def tuner() -> Dashboard:
 
 
 def _switchback() -> Row:
-    """spec.tuning.measure switchback: the K the stable pods serve per batch-size band, and each arm's own
-    throughput and step time from the engines' switchback counters (runtime/specpilot_runtime/live.py)."""
+    """spec.tuning.measure switchback: the K the stable pods serve per batch-size band, each arm's own
+    throughput and step time from the engines' switchback counters (runtime/specpilot_runtime/live.py), and
+    in schedule mode the judge's per-band estimate, its interval and the K it compared."""
     # The engine core's counters carry no model_name (the API server's do): namespace and deployment select.
     sel, arm = OPERATOR_FILTER, f"namespace, deployment, {live.LABEL_ARM}"
+    band = f"namespace, deployment, {op.LABEL_BAND}"
 
     def per_arm(numerator: str, denominator: str) -> str:
         return f"{rate_sum(counter(numerator), sel, arm)} / {rate_sum(counter(denominator), sel, arm)}"
@@ -182,6 +184,22 @@ def _switchback() -> Row:
               "Seconds per engine step while each arm is in force.",
               (Query(per_arm(live.SB_STEP_SECONDS, live.SB_STEPS), DEPLOYMENT + " {{arm}}"),),
               unit="s", min=0, width=8),
+        Panel("Judged gain by batch-size band",
+              "Schedule mode: the judge's estimate of the arm's gain over the stable's K at each band, with the "
+              "ends of its interval, from the newest decision that judged an arm band by band (its Event gives the rulings).",
+              tuple(Query(f"max by ({band}) ({metric}{{{sel}{match}}})", f"{DEPLOYMENT} batch {{{{band}}}} {what}",
+                          instant=True)
+                    for metric, match, what in (
+                        (op.TUNER_BAND_GAIN_BOUND, f', {op.LABEL_BOUND}="{op.BOUND_LOWER}"', op.BOUND_LOWER),
+                        (op.TUNER_BAND_GAIN, "", "estimate"),
+                        (op.TUNER_BAND_GAIN_BOUND, f', {op.LABEL_BOUND}="{op.BOUND_UPPER}"', op.BOUND_UPPER))),
+              type="bargauge", unit="percent", width=12),
+        Panel("Judged K by batch-size band",
+              "The K each arm drafted at each band in that comparison: the estimate is the canary arm's K "
+              "against the stable's.",
+              (Query(f"max by ({band}, {op.LABEL_TRACK}) ({op.TUNER_BAND_K}{{{TRACK_FILTER}}})",
+                     DEPLOYMENT + " batch {{band}} {{track}}", instant=True),),
+              type="bargauge", unit="short", min=0, width=12),
     ))
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from specpilot.controller import metric_names as m
 from specpilot.tuning import Action, ActionKind, TrackWindow
-from specpilot.tuning.observations import finite, measurable, whole
+from specpilot.tuning.observations import finite, measurable, whole, whole_n
+from specpilot_runtime.live import MAX_BATCH_SIZE, band_range, bands_up_to
 
 NS, DEP = m.LABEL_NAMESPACE, m.LABEL_DEPLOYMENT
 # The one mapping of the tuner's actions to `decision` label values (RESET is the controller's, never counted).
@@ -46,6 +48,8 @@ def _newest_plan(history: list[dict[str, Any]]) -> tuple[int, dict[int, float], 
     """The newest plan's stable N, expected gain (percent) over that N per candidate and its interval. Entries
     read back from a status are anyone's: one that is not a plan as the tuner writes it is passed over."""
     for entry in reversed(history):
+        if not isinstance(entry, dict):
+            continue
         numbers = entry.get("numbers") or {}
         plan = (numbers.get("plan") or numbers) if isinstance(numbers, dict) else {}
         if not isinstance(plan, dict) or not isinstance(plan.get("gain_pct"), dict) or not plan["gain_pct"]:
@@ -83,6 +87,59 @@ def predicted_bounds(history: list[dict[str, Any]], stable_n: int, stable_goodpu
     return {n: (stable_goodput * (1 + lo / 100), stable_goodput * (1 + hi / 100)) for n, (lo, hi) in plan[2].items()}
 
 
+# The most bands a decision can judge: one per label `live.band_of` writes.
+MAX_BANDS = len(bands_up_to(MAX_BATCH_SIZE))
+
+
+@dataclass(frozen=True)
+class BandJudgement:
+    """One band's verdict as a decision's numbers keep it (bands.BandVerdict.to_json): the two arms' K, the
+    estimated gain (percent) and its interval, None where the judge had too few pairs for one."""
+
+    stable_k: int
+    canary_k: int
+    gain: float | None
+    bounds: tuple[float, float] | None
+
+
+def _pct(value: Any, what: str) -> float | None:
+    """A percent as Verdict.to_json writes it: a finite number, or None; else ValueError."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{what} {value!r:.32} is not a number")
+    return finite(value, what)
+
+
+def _judgement(v: Any) -> tuple[str, BandJudgement] | None:
+    """A band verdict read back from a status, None unless shaped as the tuner writes it."""
+    if not isinstance(v, dict) or not isinstance(v.get("band"), str):
+        return None
+    try:
+        band_range(v["band"])
+        gain, lower, upper = (_pct(v[k], k) for k in ("gain_pct", "lower_pct", "upper_pct"))
+        ks, kc = whole_n(v["stableK"], "band stableK"), whole_n(v["canaryK"], "band canaryK")
+    except (KeyError, ValueError):
+        return None
+    bounds = None if lower is None or upper is None else (lower, upper)
+    return v["band"], BandJudgement(ks, kc, gain, bounds)
+
+
+def latest_bands(history: list[dict[str, Any]]) -> dict[str, BandJudgement]:
+    """The band verdicts of the newest decision that judged an arm band by band (numbers.bands), by band; {}
+    when none did. A verdict not as the tuner writes it is passed over, a band's second one too."""
+    for entry in reversed(history):
+        numbers = entry.get("numbers") if isinstance(entry, dict) else None
+        verdicts = numbers.get("bands") if isinstance(numbers, dict) else None
+        if not isinstance(verdicts, list):
+            continue
+        out: dict[str, BandJudgement] = {}
+        for band, judged in filter(None, map(_judgement, verdicts[:MAX_BANDS])):
+            out.setdefault(band, judged)
+        return out
+    return {}
+
+
 class TunerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.decisions = Counter(m.TUNER_DECISIONS, "Tuning decisions, one per analysis window.",
@@ -102,6 +159,14 @@ class TunerMetrics:
                                     "Expected goodput of each measured contender at its best N, relative to the "
                                     "stable track's.", [NS, DEP, m.LABEL_CONTENDER, m.LABEL_METHOD, m.LABEL_ROLE],
                                     registry=registry)
+        band = [NS, DEP, m.LABEL_BAND]
+        self.band_gain = Gauge(m.TUNER_BAND_GAIN, "Estimated gain (percent) of the arm's K over the stable's "
+                               "at each batch-size band, from the newest band-by-band decision.", band,
+                               registry=registry)
+        self.band_bounds = Gauge(m.TUNER_BAND_GAIN_BOUND, "Ends of the interval of that per-band estimate.",
+                                 band + [m.LABEL_BOUND], registry=registry)
+        self.band_k = Gauge(m.TUNER_BAND_K, "K each arm drafted at each batch-size band in that comparison.",
+                            band + [m.LABEL_TRACK], registry=registry)
 
     def record(self, ns: str, name: str, action: Action, now: float, observed: dict[str, float | None],
                predicted: dict[int, float], bounds: Bounds) -> None:
@@ -137,9 +202,22 @@ class TunerMetrics:
             if value is not None:
                 self.method_goodput.labels(ns, name, str(row["contender"]), row["method"], row["role"]).set(value)
 
+    def bands(self, ns: str, name: str, history: list[dict[str, Any]]) -> None:
+        """The newest band-by-band judgement in the history (`latest_bands`); an older one's series go."""
+        for gauge in self._band_gauges():
+            gauge.remove_by_labels({NS: ns, DEP: name})
+        for band, j in latest_bands(history).items():
+            self.band_k.labels(ns, name, band, "stable").set(j.stable_k)
+            self.band_k.labels(ns, name, band, "canary").set(j.canary_k)
+            if j.gain is not None:
+                self.band_gain.labels(ns, name, band).set(j.gain)
+            for bound, value in zip(m.BOUNDS, j.bounds or ()):
+                self.band_bounds.labels(ns, name, band, bound).set(value)
+
     def forget(self, ns: str, name: str) -> None:
         """Tuning is off or the object is gone: its gauges go (the TunerStalled alert reads `last`)."""
-        for gauge in (self.last, self.observed, self.predicted, self.bounds, self.schedule, self.method_goodput):
+        for gauge in (self.last, self.observed, self.predicted, self.bounds, self.schedule, self.method_goodput,
+                      *self._band_gauges()):
             gauge.remove_by_labels({NS: ns, DEP: name})
 
     def drop(self, ns: str, name: str) -> None:
@@ -151,6 +229,9 @@ class TunerMetrics:
         # Bounds go with their prediction: a plan without them leaves none of an older plan's behind.
         self.predicted.remove_by_labels({NS: ns, DEP: name})
         self.bounds.remove_by_labels({NS: ns, DEP: name})
+
+    def _band_gauges(self) -> tuple[Gauge, ...]:
+        return self.band_gain, self.band_bounds, self.band_k
 
     @staticmethod
     def _remove(gauge: Gauge, *labels: str) -> None:
