@@ -96,6 +96,11 @@ class OperatorExposition:
             self.tuner.methods(*key, [{"contender": 0, "method": "mtp", "role": "stable"},
                                       {"contender": 1, "method": "dflash", "role": "measured", "expectedGain": 0.2},
                                       {"contender": 2, "method": "eagle3", "role": "canary", "expectedGain": -0.1}])
+            # As after a switchback arm judged band by band (schedule mode).
+            self.tuner.bands(*key, [{"numbers": {"bands": [
+                {"band": "16-31", "stableK": d.n_stable, "canaryK": d.n_canary, "decision": "promote",
+                 "gain_pct": 12.0, "lower_pct": 4.0, "upper_pct": 20.0, "windows": 6, "carried": 0,
+                 "reason": "proven"}]}}])
         return generate_latest(m.registry)
 
 

@@ -165,6 +165,7 @@ CanaryPods = Literal["surge", "replace"]
 TuningMeasure = Literal["canary", "switchback"]
 # Whether a tuned dspark deployment also tries its own config with adaptive verification on (api/adaptive.py).
 AdaptiveVerification = Literal["auto", "off"]
+TableCheck = Literal["auto", "on", "off"]
 
 
 def canary_pods(mode: CanaryMode, replicas: int, canary_replicas: int) -> CanaryPods:
@@ -425,6 +426,14 @@ class Tuning(_Model):
                     "measured inside the serving pods by alternating them, with no restart; canaries remain for "
                     "a method, a checkpoint or a higher N. Needs a method whose vLLM model runner serves a "
                     "batch-size table (not suffix) and no data parallelism.")
+    table_check: TableCheck = Field(
+        "auto",
+        description="Under switchback, once a round converges: on: one canary of static pods (no batch-size "
+                    "table) at the K in force is judged against the switching pods, and where it is proven "
+                    "better, the table costs more than switching gains (vLLM stops padding decode batches to "
+                    "one draft length and its V1 runner drops full CUDA graphs) and the deployment falls back "
+                    "to that static N, tuned by canaries from then on; auto: on unless the engine runs without "
+                    "CUDA graphs (--enforce-eager, cudagraph_mode NONE), where a table costs nothing; off: never.")
     drift_threshold: float = Field(
         0.08, gt=0.0, le=1.0,
         description="After convergence, a relative change of the stable track's accepted tokens per step this "

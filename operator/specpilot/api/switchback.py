@@ -19,7 +19,7 @@ from specpilot_runtime.engine_config import GpuVendor, Vendor, option_name, rese
 from specpilot_runtime.live import MIN_DWELL_S
 from specpilot_runtime.speculative import OFF, Problem, live_method, max_n
 
-from .models import SWITCHBACK_DEFAULT_N, SpeculativeDeployment
+from .models import SWITCHBACK_DEFAULT_N, SpeculativeDeployment, SpeculativeDeploymentSpec, Tuning
 
 # Arm visits per analysis window (4-second dwells in a 5-minute window), and the longest mean dwell.
 DWELLS_PER_WINDOW = 75
@@ -53,6 +53,17 @@ def measured_live(sd: SpeculativeDeployment) -> bool:
     `live_method` serves live."""
     tuning = sd.spec.tuning
     return tuning.enabled and tuning.measure == "switchback" and live_method(sd.spec.speculative.method)
+
+
+def tuner_tuning(spec: SpeculativeDeploymentSpec) -> Tuning:
+    """spec.tuning as the tuner reads it: tableCheck auto resolved, on where the pods capture CUDA graphs
+    (a batch-size table costs them their full graphs), off where they run eagerly (--enforce-eager,
+    cudagraph_mode NONE: vLLM's CPU build, say), where a table costs nothing to check for."""
+    tuning = spec.tuning
+    if tuning.table_check != "auto":
+        return tuning
+    eager = spec.accelerator.vendor == "cpu" or user_capture(spec.engine.args).eager
+    return tuning.model_copy(update={"table_check": "off" if eager else "on"})
 
 
 def dwell_range(window_s: float) -> tuple[float, float]:

@@ -37,6 +37,10 @@ class TrackPlan:
     live: LiveConfig | None = None
     # The canary is the second arm of `live`, in the stable's pods: no canary Deployment.
     canary_live: bool = False
+    # Static pods under switchback (no table, no live.json): the canary is the tuner's table check; the
+    # stable fell back to them (status.tuning canaryStatic, stableStatic).
+    stable_static: bool = False
+    canary_static: bool = False
 
     @property
     def canary_pods_n(self) -> int | None:
@@ -56,7 +60,9 @@ def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
         return TrackPlan(None, None)
     canary_n = tuning.get("canaryN")
     plan = TrackPlan(tuning.get("stableN"), canary_n, _rows(tuning.get("stableSchedule")),
-                     _rows(tuning.get("canarySchedule")) if canary_n is not None else None)
+                     _rows(tuning.get("canarySchedule")) if canary_n is not None else None,
+                     stable_static=tuning.get("stableStatic") is True,
+                     canary_static=canary_n is not None and tuning.get("canaryStatic") is True)
     tour = status.get("tournament")
     if not isinstance(tour, dict):
         return plan
@@ -64,7 +70,7 @@ def plan_from(tuning_enabled: bool, status: dict[str, Any]) -> TrackPlan:
     if tour.get("canary") is None:
         return plan
     return dataclasses.replace(plan, canary_n=tour.get("canaryN"), canary_schedule=None,
-                               canary_contender=tour["canary"])
+                               canary_contender=tour["canary"], canary_static=False)
 
 
 def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
@@ -88,15 +94,16 @@ def plan_tracks(sd: SpeculativeDeployment, status: dict[str, Any]) -> TrackPlan:
         return with_arms(stable, TrackPlan(None, None, stable_contender=tour.stable))
     plan = plan_from(True, {"tuning": tuning})
     if tour.canary is not None:
-        plan = dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, canary_contender=tour.canary)
+        plan = dataclasses.replace(plan, canary_n=tour.canary_n, canary_schedule=None, canary_contender=tour.canary,
+                                   canary_static=False)
     return with_arms(stable, dataclasses.replace(plan, stable_contender=tour.stable))
 
 
 def with_arms(stable: SpeculativeDeployment, plan: TrackPlan) -> TrackPlan:
     """Under switchback, the arms the stable pods serve: the stable's N (or schedule) and a canary of the same
     drafter at or under the largest candidate (the tuner's `tuning.switchback.live_arm` says the same); an
-    N the pods were not started for restarts them, with no live.json."""
-    if not measured_live(stable):
+    N the pods were not started for restarts them, with no live.json. Static stable pods follow none."""
+    if not measured_live(stable) or plan.stable_static:
         return plan
     s = stable.spec.speculative
     stable_arm = _arm(s.num_speculative_tokens if plan.stable_n is None else plan.stable_n, plan.stable_schedule,
@@ -104,7 +111,7 @@ def with_arms(stable: SpeculativeDeployment, plan: TrackPlan) -> TrackPlan:
     if stable_arm is None:
         return plan
     arms = [stable_arm]
-    if plan.canary_n is not None and plan.canary_contender is None:
+    if plan.canary_n is not None and plan.canary_contender is None and not plan.canary_static:
         canary_arm = _arm(plan.canary_n, plan.canary_schedule,
                           top_candidate(s.method, s.block_size, stable.spec.tuning.candidates))
         if canary_arm is not None and canary_arm != stable_arm:

@@ -192,7 +192,8 @@ class Reconciler:
                                     canary_schedule=None if plan.canary_live else _lists(plan.canary_schedule),
                                     defaults=self.serving, stable_contender=plan.stable_contender,
                                     canary_contender=plan.canary_contender, live=plan.live,
-                                    drain_s=drain_now.seconds)
+                                    drain_s=drain_now.seconds, stable_static=plan.stable_static,
+                                    canary_static=plan.canary_static)
         except ValueError as exc:
             # status.tuning asked for an N the method cannot run: a tuning-loop bug, not the user's. Leave
             # what runs alone and say so; retrying would not help until the loop writes another plan.

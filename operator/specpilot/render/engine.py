@@ -21,17 +21,18 @@ from ..api.names import ENGINE_CONFIG_KEY, TRACK_LABEL, Track, config_map_name, 
 
 def engine_config(sd: SpeculativeDeployment, n: int | None = None,
                   schedule: list[list[int]] | None = None, listen: str = DEFAULT_LISTEN_ADDRESS,
-                  track: Track = "stable") -> EngineConfig:
+                  track: Track = "stable", static: bool = False) -> EngineConfig:
     """What one pod of the track runs, at N = `n` (default: the spec's N), with the tuner's batch-size
     `schedule` when it chose one (else the spec's, capped at N), listening on `listen`; under switchback,
-    what `switchback_config` says instead.
+    what `switchback_config` says instead, unless the track is `static` (the tuner's table check, or the
+    static pods it fell back to): N as a pod without switchback runs it, no table, no live.json.
 
     Raises ValueError when that N breaks the method's rules: render never emits a config vLLM refuses.
     """
     spec = sd.spec
     args = list(spec.engine.args)
     live_file = None
-    if measured_live(sd):
+    if measured_live(sd) and not static:
         speculative, extra_args, live_file = switchback_config(sd, n, schedule, track)
         args += extra_args
     else:

@@ -28,10 +28,13 @@ class Action:
     # rollback: the canary was proven better, and goes so that what it measured points to can be canaried
     # against the same stable (a probe); not a failure.
     probe: bool = False
+    # start_canary/promote: the track runs static pods, no batch-size table (the table check,
+    # rules/table_check.py); promoted, the stable stops switching.
+    static: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "n": self.n, "reason": self.reason, "schedule": self.schedule,
-                "contender": self.contender, "probe": self.probe}
+                "contender": self.contender, "probe": self.probe, "static": self.static}
 
 
 def decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any]) -> Action:
@@ -44,5 +47,7 @@ def decide(state: TunerState, now: float, action: Action, numbers: dict[str, Any
         entry["contender"] = action.contender
     if action.probe:
         entry["probe"] = True
+    if action.static:
+        entry["static"] = True
     state.log(entry)
     return action

@@ -61,9 +61,10 @@ def step(state: TunerState, tuning: Tuning, obs: Observations, now: float,
         c = Converged(w)
         settle_reference(c)
         return st, first(CONVERGED_RULES, c)
-    if st.windows_in_round > tuning.max_windows_per_round:
+    if st.windows_in_round > tuning.max_windows_per_round and not st.canary_static:
         st.canary_n = None
         st.canary_schedule = None
+        st.canary_static = False
         return st, converge(w, "window budget of the round spent", stop=True)
     unwanted = _unwanted(st, tuning)
     if unwanted:
@@ -88,6 +89,7 @@ def _disabled(state: TunerState, now: float) -> Action:
     """Tuning disabled: drop any canary; when tuning is enabled again, it resumes by observing the stable."""
     state.canary_n = None
     state.canary_schedule = None
+    state.canary_static = False
     state.analysis_from_seq = None
     state.warmup_until = None
     if state.phase not in (Phase.OBSERVING, Phase.CONVERGED):
@@ -135,7 +137,8 @@ def record_window(state: TunerState, obs: Observations, in_round: bool = True,
     spec.tuning.slo, what the records' latency numbers are taken against (`observations.record`). `by_band`:
     keep a switchback canary's per-band records (schedule mode judges it band by band, bands.py)."""
     state.seq += 1
-    state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING
+    # Nor do the table check's (rules/table_check.py): it runs after the round converged.
+    state.windows_in_round += in_round and state.phase != Phase.CANARY_STARTING and not state.canary_static
     recs: dict[str, WindowRecord] = {}
     if measurable(obs.stable, obs.window_s) and obs.stable.n == state.stable_n:
         recs["stable"] = record(state.seq, "stable", obs.stable, obs.window_s, state.stable_schedule is not None,

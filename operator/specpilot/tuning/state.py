@@ -63,6 +63,12 @@ class TunerState:
     # The round's switchback arms' per-band records, both arms of every analysed window (schedule mode,
     # bands.py); a new round starts without them.
     band_records: list[BandRecord] = field(default_factory=list)
+    # The table check (rules/table_check.py): the running canary is static pods (no batch-size table) at the
+    # K in force; the stable fell back to static pods, a check having proven the table costs more than
+    # switching gains (no live arm from then on); the stable configuration a check kept the table for.
+    canary_static: bool = False
+    stable_static: bool = False
+    table_kept: dict[str, Any] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -108,6 +114,8 @@ class TunerState:
             canary_schedule=rows_from_json(s.get("canarySchedule")), schedule_tried=bool(s.get("scheduleTried")),
             near_tie=near_tie, carried=[Evidence.from_json(e) for e in carried],
             band_records=[BandRecord.from_json(r) for r in s.get("bandRecords", [])[-MAX_BAND_RECORDS:]],
+            canary_static=s.get("canaryStatic") is True, stable_static=s.get("stableStatic") is True,
+            table_kept=_table_kept(s.get("tableKept")),
             history=list(s.get("history", [])[-MAX_HISTORY:]))
 
     def to_status(self) -> dict[str, Any]:
@@ -127,6 +135,8 @@ class TunerState:
             "schedule": self.schedule, "stableSchedule": self.stable_schedule,
             "canarySchedule": self.canary_schedule, "scheduleTried": self.schedule_tried, "nearTie": self.near_tie,
             "carried": [e.to_json() for e in self.carried], "bandRecords": [r.to_json() for r in self.band_records],
+            "canaryStatic": self.canary_static, "stableStatic": self.stable_static,
+            "tableKept": copy.deepcopy(self.table_kept),
             "history": copy.deepcopy(self.history),
         }
 
@@ -149,6 +159,20 @@ class TunerState:
 
     def log(self, entry: dict[str, Any]) -> None:
         self.history = (self.history + [entry])[-MAX_HISTORY:]
+
+
+def table_key(n: int, schedule: list[list[int]] | None) -> dict[str, Any]:
+    """The stable configuration a table check is for (`TunerState.table_kept`)."""
+    return {"n": n, "schedule": copy.deepcopy(schedule)}
+
+
+def _table_kept(value: Any) -> dict[str, Any] | None:
+    """tableKept read back: None, or an N and a schedule as the tuner writes them."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("tableKept is not an object")
+    return table_key(whole_n(value.get("n"), "tableKept N"), rows_from_json(value.get("schedule")))
 
 
 def same_drafter(status: dict[str, Any], method: str, block_size: int | None) -> bool:

@@ -11,17 +11,18 @@ from .context import Window, load_mix
 from .judge import Verdict
 from .kinds import ActionKind, Phase
 from .observations import WindowRecord
-from .state import TunerState
+from .state import TunerState, table_key
 
 
 def start_canary(state: TunerState, now: float, n: int, reason: str, numbers: dict[str, Any],
-                 schedule: list[list[int]] | None = None) -> Action:
+                 schedule: list[list[int]] | None = None, static: bool = False) -> Action:
     """The canary track starts at `n` (serving `schedule`, which the caller sets as the state's canary
-    schedule); it counts against the round's canary budget."""
+    schedule; `static`: static pods, the table check); it counts against the round's canary budget."""
     state.canary_n = n
+    state.canary_static = static
     state.canaries_in_round += 1
     state.enter(Phase.CANARY_STARTING, now)
-    return decide(state, now, Action(ActionKind.START_CANARY, n, reason, schedule), numbers)
+    return decide(state, now, Action(ActionKind.START_CANARY, n, reason, schedule, static=static), numbers)
 
 
 def rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any], probe: bool = False) -> Action:
@@ -29,8 +30,11 @@ def rollback(state: TunerState, now: float, reason: str, numbers: dict[str, Any]
     n = state.canary_n
     ev = evidence.running(state.carried, state.stable_n, n, state.canary_schedule)
     state.carried = [e for e in state.carried if e is not ev]
+    if state.canary_static:  # the table check ended without proving static pods better: the table stays
+        state.table_kept = table_key(state.stable_n, state.stable_schedule)
     state.canary_n = None
     state.canary_schedule = None
+    state.canary_static = False
     state.analysis_from_seq = None
     state.warmup_until = None
     state.enter(Phase.ROLLING_BACK, now)
@@ -67,8 +71,10 @@ def promote(state: TunerState, now: float, action: Action, numbers: dict[str, An
     state.worse = [state.stable_n] if action.schedule is None and state.stable_schedule is None else []
     state.stable_n = action.n
     state.stable_schedule = action.schedule
+    state.stable_static = state.stable_static or action.static
     state.canary_n = None
     state.canary_schedule = None
+    state.canary_static = False
     state.analysis_from_seq = None
     state.warmup_until = None
     # An N rolled back against the old stable (or before the round had seen its whole load mix) may well

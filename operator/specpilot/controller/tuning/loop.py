@@ -24,6 +24,7 @@ import kopf
 
 from specpilot.api.models import GROUP, PLURAL, VERSION, SpeculativeDeployment, duration_seconds
 from specpilot.api.names import DEPLOYMENT_LABEL, MANAGED_BY, MANAGER
+from specpilot.api.switchback import tuner_tuning
 from specpilot.api.validate import InvalidSpeculativeDeployment, load
 from specpilot.canary import resume, traffic
 from specpilot.canary.routing import CanaryRoute
@@ -235,7 +236,7 @@ class TuningLoop:
             log.warning("tuning %s/%s: %s", self.namespace, self.name, message)
             self.events.warning(obj, ts.METRICS_IMPLAUSIBLE, message)
         self.implausible = set(implausible)
-        tour, new_state, action = tournament.step(tour, state, spec.tuning, contenders, obs, now)
+        tour, new_state, action = tournament.step(tour, state, tuner_tuning(spec), contenders, obs, now)
         measured = obs.stable if measurable(obs.stable, obs.window_s) else None
         written, standing = await self._commit(obj, sd, state.history, new_state,
                                                ts.tuning_condition(new_state, action, tour, contenders), measured,
@@ -257,6 +258,7 @@ class TuningLoop:
         self.metrics.schedules(self.namespace, self.name, {"stable": new_state.stable_schedule,
                                                            "canary": new_state.canary_schedule})
         self.metrics.methods(self.namespace, self.name, standing["standings"] if standing else None)
+        self.metrics.bands(self.namespace, self.name, new_state.history)
         if action.kind != ActionKind.HOLD or new_state.phase != state.phase:
             log.info("tuning %s/%s: %s N=%s (%s) -> %s", self.namespace, self.name, action.kind, action.n,
                      action.reason, new_state.phase)
@@ -324,7 +326,8 @@ class TuningLoop:
         contenders = tournament_state.contenders_of(sd.spec)
         tour = tournament_state.Tournament.from_status(status.get("tournament"), contenders, now)
         state, _ = resume.resume(old, sd.for_contender(tour.stable), now)
-        tour, state, _ = tournament.step(tour, state, sd.spec.tuning, contenders, Observations(0.0, None), now)
+        tour, state, _ = tournament.step(tour, state, tuner_tuning(sd.spec), contenders, Observations(0.0, None),
+                                         now)
         spec_n = sd.spec.speculative.num_speculative_tokens
         standing = ts.tournament_status(tour, state, contenders)
         await self._write(obj, lambda status: ts.stopped_patch(state, spec_n, standing))

@@ -31,6 +31,7 @@ from ..switchback import live_arm
 from ..transfer import known
 from ..transitions import carry, probe, promote, rollback
 from .per_band import band_arm_worse, band_by_band, judged_by_band
+from .table_check import table_check_ruled
 
 
 @dataclass
@@ -90,8 +91,10 @@ class Analysis:
         carried += borrowed(self.state, self.since, {r.seq for r in carried})
         t = self.w.tuning
         live = live_arm(self.state, t, self.state.canary_n or 0, self.state.canary_schedule)
+        # The table check gives up switching if it promotes: a canary's margin, not a live arm's.
+        margin = t.canary_margin if self.state.canary_static else t.margin_for(self.state.method)
         return out_of_room(judge(self.round_stable, carried + self.canary, self.loads, t.objective,
-                                 t.margin_for(self.state.method), t.confidence, t.canary.windows, len(carried), self.drafting,
+                                 margin, t.confidence, t.canary.windows, len(carried), self.drafting,
                                  noise_prior(live)),
                            ANALYSIS_KEPT)
 
@@ -282,7 +285,8 @@ def promote_canary(a: Analysis) -> Action:
                    numbers)
 
 
-ANALYSIS_RULES = (health_gate, slo_gate, band_arm_worse, band_by_band, no_comparable_data, undecided, young_mix,
+ANALYSIS_RULES = (health_gate, slo_gate, band_arm_worse, band_by_band, no_comparable_data, table_check_ruled,
+                  undecided, young_mix,
                   roll_back, slo_unproven, probe_rival, probe_for_schedule, rival_plausible, mix_not_seen,
                   promote_canary)
 

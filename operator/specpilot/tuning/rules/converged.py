@@ -1,7 +1,8 @@
 """Converged: the round is over; hold, watching for what starts the next one after the cooldown.
 
 `settle_reference` first (the acceptance reference drift is measured against), then `CONVERGED_RULES`, in
-order; the first to return an action decides the window.
+order; the first to return an action decides the window. The table check (table_check.py) goes first: it
+judges the round's outcome, not the next round.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..context import Window, fitted_model, load_mix
 from ..kinds import ActionKind, Phase
 from ..observations import WindowRecord
 from ..schedule import schedule_text
+from .table_check import table_check_due
 
 
 @dataclass
@@ -100,7 +102,7 @@ def load_mix_moved(c: Converged) -> Action:
     return new_round(w, f"drift: load mix moved: a canary at N={p.next_canary} is worth it now (best N={p.best_n})")
 
 
-CONVERGED_RULES = (cooling_down, acceptance_drifted, retry_due, schedule_served, load_mix_moved)
+CONVERGED_RULES = (table_check_due, cooling_down, acceptance_drifted, retry_due, schedule_served, load_mix_moved)
 
 
 def new_round(w: Window, reason: str) -> Action:

@@ -16,7 +16,7 @@ from ..context import Window, candidates, fitted_model, load_mix
 from ..kinds import ActionKind
 from ..planner import Plan, bracketed
 from ..schedule import schedule_text
-from ..switchback import live_arm, live_method
+from ..switchback import live_arm, switching
 from ..transitions import converge, start_canary
 from .per_band import band_canary
 
@@ -114,7 +114,7 @@ def neighbour_unmeasured(o: Observing) -> Action | None:
     acceptance collapse) hides a better N: the model says nothing is worth it, a measurement says so."""
     p, w = o.plan, o.w
     state = w.state
-    if p.next_canary is not None or not live_method(w.tuning, state.method):
+    if p.next_canary is not None or not switching(state, w.tuning):
         return None
     cands = candidates(state, w.tuning)
     ruled_out = {*state.tried, *state.probed, *bracketed(state.stable_n, state.worse, cands)}

@@ -24,7 +24,7 @@ from ..context import Window, candidates, load_mix
 from ..judge import noise_prior
 from ..kinds import ActionKind, Ruling
 from ..schedule import schedule_text
-from ..switchback import live_arm, live_method, started_n
+from ..switchback import live_arm, started_n, switching
 from ..transitions import promote, rollback, start_canary
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def band_canary(o: Observing) -> Action | None:
     band is left to try (the other rules then plan or converge)."""
     w = o.w
     s, t = w.state, w.tuning
-    if t.mode != "schedule" or not live_method(t, s.method):
+    if t.mode != "schedule" or not switching(s, t):
         return None
     proposal = w.propose()
     stable, prop = (s.stable_n, s.stable_schedule), (proposal.num_speculative_tokens, proposal.rows)
