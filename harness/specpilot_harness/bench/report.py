@@ -12,6 +12,9 @@ per pod). Against two oracles from the profile's true goodput:
   the started N they run under (`oracle_started_n`). On a mixed-load profile (per-load oracle at least
   MIN_ORACLE_GAIN above the best single N) `oracle_gain_share` is the share of that gain the served
   configuration reaches (1 = all of it, 0 = the best single N, negative = below it).
+Both oracles are static configurations and pay no batch-size table's cost (`Profile.table_cost`); a served
+configuration under a table (a schedule, or a switchback pod's table: `Deployment.stable_table`, `Run.table`)
+pays it, so a tuner that keeps a costly table shows regret.
 """
 
 from __future__ import annotations
@@ -37,11 +40,15 @@ TARGET_GAIN_SHARE = 0.95
 TARGET_VS_SINGLE_PCT = -0.5
 
 
-def served_goodput(profile: Profile, n: int, schedule: list[list[int]] | None = None) -> float:
-    """True goodput over the load mix of N (under a batch-size schedule: K by load, as vLLM serves it)."""
+def served_goodput(profile: Profile, n: int, schedule: list[list[int]] | None = None,
+                   table: bool | None = None) -> float:
+    """True goodput over the load mix of N (under a batch-size schedule: K by load, as vLLM serves it).
+    `table`: the pods carry a batch-size table and pay its cost (`Profile.table_cost`) at every load; None:
+    exactly when there is a schedule."""
+    table = bool(schedule) if table is None else table
     if not schedule:
-        return profile.goodput(n)
-    return sum(w * served_goodput_at(profile, n, schedule_k(schedule, n, b), b)
+        return profile.goodput(n) / (1.0 + profile.table_cost if table else 1.0)
+    return sum(w * served_goodput_at(profile, n, schedule_k(schedule, n, b), b, table)
                for b, w in profile.concurrency.items())
 
 
@@ -74,7 +81,7 @@ def oracle_gain(profile: Profile) -> float:
 def row(profile: Profile, seed: int, run: Run) -> dict[str, Any]:
     oracle = profile.oracle_n()
     single = profile.goodput(oracle)
-    served = served_goodput(profile, *run.served_config())
+    served = served_goodput(profile, *run.served_config(), table=run.table)
     ks, g_load, started = per_load_oracle_started(profile)
     share = (served - single) / (g_load - single) if g_load / single - 1.0 >= MIN_ORACLE_GAIN else None
     return {"name": profile.name, "seed": seed, "method": profile.method, "chosen_n": run.chosen_n,

@@ -39,6 +39,17 @@ The arms' counters are read per arm (the engine's switchback counters), scaled t
 pod would have counted them, so the tuner sees the same TrackWindow pair a canary gives. Anything else (a
 drafter of its own, an N above the started one) is a canary as before, and counts a restart; so does a
 promotion that is not a live arm.
+
+The table's cost (`Profile.table_cost`): a track whose pods serve a batch-size table steps 1 + table_cost
+times slower at every K, K = 0 included (vLLM stops padding decode requests to one draft length and falls
+back from full CUDA graphs to piecewise ones; vllm-project/vllm#49548), and its true goodput is that much lower.
+Under switchback the stable's pods carry a table (a live method's; a parallel drafter's pods never do)
+until the tuner's table check promotes static pods (`Action.static`: `stable_static` from then on), and a
+canary does too (the operator renders it with a table, the cost both tracks pay alike) unless it is
+started `static`: then it is pods of their own without a table, a restart, never a live arm; after the
+fall-back to static every canary is. A track serving a schedule (schedule mode) carries a table under any
+measure; under measure=canary in single mode nothing does. The oracles (report.py) stay the profile's best
+static configuration, no table: a tuner that keeps a costly table shows it as regret.
 """
 
 from __future__ import annotations
@@ -54,7 +65,7 @@ from specpilot.api.models import CanaryMode, CanaryPods, Tuning, TuningMeasure, 
 from specpilot.tuning import Action, ActionKind
 from specpilot.tuning.observations import Observations, TrackWindow
 from specpilot_runtime.live import MAX_BATCH_SIZE, band_of
-from specpilot_runtime.speculative import METHODS, OFF, SCHEDULE_METHODS, schedule_k
+from specpilot_runtime.speculative import METHODS, OFF, SCHEDULE_METHODS, live_method, schedule_k
 from specpilot_runtime.vllm_metrics import Snapshot
 
 from specpilot_harness.sim.profile import Profile
@@ -92,11 +103,13 @@ def drafted_curve(profile: Profile, n: int, k: int) -> tuple[float, ...]:
     return profile.survival_at(n)[:k] if n > 0 else ()
 
 
-def served_goodput_at(profile: Profile, n: int, k: int, load: float) -> float:
-    """True tokens per ms per pod of a track started at N that drafts K at this load."""
+def served_goodput_at(profile: Profile, n: int, k: int, load: float, table: bool = False) -> float:
+    """True tokens per ms per pod of a track started at N that drafts K at this load; `table`: its pods serve
+    a batch-size table, every step 1 + `profile.table_cost` times as long."""
+    slower = 1.0 + profile.table_cost if table else 1.0
     if k == n:
-        return profile.goodput_at(n, load)
-    return load * (1.0 + sum(drafted_curve(profile, n, k))) / profile.step_time(k, max(1, round(load)))
+        return profile.goodput_at(n, load) / slower
+    return load * (1.0 + sum(drafted_curve(profile, n, k))) / (profile.step_time(k, max(1, round(load))) * slower)
 
 
 @dataclass
@@ -135,6 +148,8 @@ class Deployment:
     stable_live: bool = False  # the stable's N is served as a live arm under started_n
     canary_live: bool = False  # the canary is an arm in the stable's pods, not pods of its own
     restarts: int = 0  # pod rollouts the tuning caused: canaries started, promotions rolled out
+    stable_static: bool = False  # switchback fell back to static pods (the table check): no table, no arms
+    canary_static: bool = False  # the canary is static pods (no table), started by the table check or after it
 
     def __post_init__(self) -> None:
         self.stable_live = self._live_ok(self.stable_n, self.stable_schedule, None)
@@ -153,11 +168,30 @@ class Deployment:
         """The stable's pods while a canary runs."""
         return self.stable_pods - self.canary_pods if self.canary_mode == "replace" else self.stable_pods
 
-    def start_canary(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
+    def _table(self, profile: Profile, schedule: Schedule | None, static: bool) -> bool:
+        """Whether pods of `profile` serving `schedule` carry a batch-size table: a schedule always does;
+        under switchback a live method's pods do unless they are static."""
+        return bool(schedule) or (self.measure == "switchback" and not static and live_method(profile.method))
+
+    @property
+    def stable_table(self) -> bool:
+        """The stable's pods carry a batch-size table, and pay its cost."""
+        return self.stable_live or self._table(self.profile, self.stable_schedule, self.stable_static)
+
+    @property
+    def canary_table(self) -> bool:
+        """The canary serves under a batch-size table (a live arm's is the stable pods' own)."""
+        return self.canary_n is not None and (self.canary_live or self._table(
+            self.canary_profile or self.profile, self.canary_schedule, self.canary_static))
+
+    def start_canary(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None,
+                     static: bool = False) -> None:
+        """`static`: pods without a table (the table check; every canary after the fall-back to static)."""
         self.canary_n = n
         self.canary_profile = profile
         self.canary_schedule = _copy(schedule)
-        self.canary_live = self.stable_live and self._live_ok(n, schedule, profile)
+        self.canary_static = static or self.stable_static
+        self.canary_live = self.stable_live and not self.canary_static and self._live_ok(n, schedule, profile)
         self.canary_ready_in = 0.0 if self.canary_live else self.restart_s
         self.restarts += not self.canary_live
 
@@ -166,14 +200,18 @@ class Deployment:
         self.canary_profile = None
         self.canary_schedule = None
         self.canary_live = False
+        self.canary_static = False
 
-    def promote(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None) -> None:
-        # A rolling update with surge: the stable track keeps serving while it moves to N (and schedule,
-        # and another drafter's profile).
-        live = self.stable_live and self._live_ok(n, schedule, profile)
+    def promote(self, n: int, schedule: Schedule | None = None, profile: Profile | None = None,
+                static: bool = False) -> None:
+        """A rolling update with surge: the stable track keeps serving while it moves to N (and schedule,
+        and another drafter's profile). `static`: to static pods, no table, no live arms, for good."""
+        self.stable_static = static or self.stable_static
+        live = self.stable_live and not self.stable_static and self._live_ok(n, schedule, profile)
         self.restarts += not live
         self.stable_live = live
         self.canary_live = False
+        self.canary_static = False
         self.profile = profile or self.profile
         self.canary_profile = None
         self.stable_n = n
@@ -185,25 +223,27 @@ class Deployment:
         """What the tuner's action asks of the deployment, done as the operator does it (holding and
         analysing change nothing). `profile`: the drafter a method canary or promotion brings (a
         tournament's contender; None: the stable's)."""
+        static = bool(getattr(action, "static", False))  # the table check's static pods
         if action.kind == ActionKind.START_CANARY and action.n is not None:
-            self.start_canary(action.n, action.schedule, profile)
+            self.start_canary(action.n, action.schedule, profile, static)
         elif action.kind == ActionKind.PROMOTE and action.n is not None:
-            self.promote(action.n, action.schedule, profile)
+            self.promote(action.n, action.schedule, profile, static)
         elif action.kind in (ActionKind.ROLLBACK, ActionKind.STOP):
             self.remove_canary()
 
     def _track(self, p: Profile, n: int, load: float, serve_s: float, pods: int, jitter: float,
-               shared: float, schedule: Schedule | None = None, arm_sd: float | None = None
-               ) -> tuple[Snapshot, float, int]:
+               shared: float, schedule: Schedule | None = None, arm_sd: float | None = None,
+               table: bool = False) -> tuple[Snapshot, float, int]:
         """One track's window. `arm_sd`: a switchback arm, which shares the whole window noise and has only
-        this much of its own (None: a track of its own pods, SHARED_NOISE_FRACTION shared)."""
+        this much of its own (None: a track of its own pods, SHARED_NOISE_FRACTION shared). `table`: its pods
+        serve a batch-size table, each step 1 + `p.table_cost` times as long."""
         k = schedule_k(schedule, n, round(load)) if schedule else n  # tokens drafted per sequence this window
         own = self.rng.standard_normal()
         if arm_sd is None:
             eps = math.sqrt(SHARED_NOISE_FRACTION) * shared + math.sqrt(1 - SHARED_NOISE_FRACTION) * own
         else:
             eps = shared + arm_sd * own
-        step_ms = p.step_time(k, load) * math.exp(p.noise * eps)
+        step_ms = p.step_time(k, load) * (1.0 + p.table_cost if table else 1.0) * math.exp(p.noise * eps)
         steps = serve_s * 1000.0 / step_ms
         seqs = int(round(steps * load * pods))
         accepted: list[float] = []
@@ -227,7 +267,7 @@ class Deployment:
                         accepted_per_pos=tuple(accepted), drafted_per_pos=drafted, generation_tokens=tokens,
                         tpot_sum=finished * step_ms / 1000.0 / per_step, tpot_count=finished,
                         running=float(load * pods) if serve_s > 0 else 0.0, scrape_time=self.now)
-        return snap, served_goodput_at(p, n, k, load), k
+        return snap, served_goodput_at(p, n, k, load, table), k
 
     def window(self) -> Observations:
         """Advance one window and return what the scrapes show."""
@@ -251,7 +291,7 @@ class Deployment:
         if self.canary_live:
             return self._switchback_window(load, jitter, shared)
         snap, g_stable, k_stable = self._arm(p, self.stable_n, self.stable_schedule, self.stable_live, stable_load,
-                                             self.window_s, pods, jitter, shared)
+                                             self.window_s, pods, jitter, shared, table=self.stable_table)
         stable = TrackWindow(self.stable_n, snap, pods, pods, method=_method(p, self.stable_n))
         canary = None
         g_canary: float | None = None
@@ -260,7 +300,7 @@ class Deployment:
             ready = self.canary_pods if self.canary_ready_in == 0 else 0
             cp = self.canary_profile or p
             snap_c, g, k_canary = self._track(cp, self.canary_n, split, serve, self.canary_pods, jitter, shared,
-                                              self.canary_schedule)
+                                              self.canary_schedule, table=self.canary_table)
             canary = TrackWindow(self.canary_n, snap_c if ready else Snapshot(scrape_time=self.now), ready,
                                  self.canary_pods, method=_method(cp, self.canary_n))
             g_canary = g * serve / self.window_s
@@ -268,13 +308,15 @@ class Deployment:
         return Observations(window_s=self.window_s, stable=stable, canary=canary, stable_replicas=self.stable_pods)
 
     def _arm(self, p: Profile, n: int, schedule: Schedule | None, live: bool, load: float, serve_s: float,
-             pods: int, jitter: float, shared: float, arm_sd: float | None = None) -> tuple[Snapshot, float, int]:
+             pods: int, jitter: float, shared: float, arm_sd: float | None = None,
+             table: bool = False) -> tuple[Snapshot, float, int]:
         """A track's window as the tuner sees N: a live arm runs under the started N (its table, or N at every
-        batch size) with vLLM's per-position vectors cut to N, the positions its arm can draft."""
+        batch size, and the table's cost) with vLLM's per-position vectors cut to N, the positions its arm can
+        draft. `table`: a track that is no live arm serves a table (`_track`)."""
         if not live:
-            return self._track(p, n, load, serve_s, pods, jitter, shared, schedule, arm_sd)
-        table = schedule if schedule else [[1, MAX_BATCH_SIZE, n]]
-        snap, g, k = self._track(p, self.started_n, load, serve_s, pods, jitter, shared, table, arm_sd)
+            return self._track(p, n, load, serve_s, pods, jitter, shared, schedule, arm_sd, table)
+        rows = schedule if schedule else [[1, MAX_BATCH_SIZE, n]]
+        snap, g, k = self._track(p, self.started_n, load, serve_s, pods, jitter, shared, rows, arm_sd, table=True)
         cut = replace(snap, accepted_per_pos=snap.accepted_per_pos[:n], draft_tokens=snap.drafts * n,
                       drafted_per_pos=None if snap.drafted_per_pos is None else snap.drafted_per_pos[:n])
         return cut, g, k
@@ -303,7 +345,8 @@ class Deployment:
         return lost / max(sum(c.stable for c in self.costs), 1e-12)
 
     def served(self) -> tuple[int, Schedule | None]:
-        """What the stable's engines serve: a live arm is the started N with the arm's table."""
+        """What the stable's engines serve: a live arm is the started N with the arm's table (whether the pods
+        carry a table, and pay its cost, is `stable_table`)."""
         if self.stable_live and self.stable_n != self.started_n:
             return self.started_n, self.stable_schedule or [[1, MAX_BATCH_SIZE, self.stable_n]]
         return self.stable_n, self.stable_schedule

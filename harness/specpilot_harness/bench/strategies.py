@@ -45,6 +45,9 @@ class Run:
     # What the engines serve at the end when it is not chosen_n and schedule as they read: a live arm is the
     # started N with the arm's table (simulate.Deployment.served).
     served: tuple[int, list[list[int]] | None] | None = None
+    # Whether the stable's pods carry a batch-size table at the end (a schedule, or switchback's table until
+    # the table check falls back to static pods), and pay `Profile.table_cost`; None: exactly with a schedule.
+    table: bool | None = None
 
     def served_config(self) -> tuple[int, list[list[int]] | None]:
         return self.served or (self.chosen_n, self.schedule)
@@ -78,6 +81,7 @@ def _ran(dep: Deployment, run: Run) -> Run:
     """`run` with what the deployment's pods went through and serve at the end."""
     served = dep.served()
     run.restarts = dep.restarts
+    run.table = dep.stable_table
     run.served = served if served != (dep.stable_n, dep.stable_schedule) else None
     return run
 

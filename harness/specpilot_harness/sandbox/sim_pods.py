@@ -5,7 +5,11 @@ mounted `engine.json`; the workload (acceptance curve, step times) is the profil
 `specpilot.io/sim-profile` annotation of the SpeculativeDeployment that owns the pod (found through
 ownerReferences, so both tracks serve it and the operator never sees it), or, for a pod running another
 method of a tournament, its `specpilot.io/sim-profile-<method>` annotation; `specpilot.io/sim-time-scale`
-there makes the engine's clock run faster than wall time. The engine binds the pod's 127.x address,
+there makes the engine's clock run faster than wall time, and `specpilot.io/sim-table-cost` (a number in
+[0, 1]) overrides the profile's `table_cost`, the share a batch-size table adds to each step of an engine
+that serves one (a switchback pod's; a static pod carries no table and pays nothing), so a cluster test can
+give a bundled profile a table cost; a value that is not a finite number in [0, 1] fails the pod with a
+message naming the annotation. The engine binds the pod's 127.x address,
 readiness is its `/health`, and deleting the pod drains it as vLLM's --shutdown-timeout does, then stops
 it. Engines share the sandbox's event loop (one process: no per-pod interpreter to start).
 
@@ -31,7 +35,8 @@ from pathlib import Path
 import httpx
 
 from specpilot_runtime.engine_config import EngineConfig
-from specpilot_harness.sim.launch import SIM_PROFILE_ANNOTATION, pod_seed, sim_config, sim_time_scale
+from specpilot_harness.sim.launch import (SIM_PROFILE_ANNOTATION, pod_seed, sim_config, sim_time_scale,
+                                          with_table_cost)
 from specpilot_harness.sim.profile import BUNDLED_PROFILES, Profile, ProfileError, load_profiles
 from specpilot_harness.sim import server as sim_server
 from specpilot_harness.bench.tournament import load_tournaments
@@ -102,7 +107,7 @@ class SimEngineRuntime:
             or annotations[SIM_PROFILE_ANNOTATION]
         if name not in self.profiles:
             raise ProfileError(f"no profile {name!r}; known: {', '.join(sorted(self.profiles))}")
-        return sim_config(engine, self.profiles[name], ctx.ip,
+        return sim_config(engine, with_table_cost(self.profiles[name], annotations), ctx.ip,
                           time_scale=sim_time_scale(annotations), seed=pod_seed(ctx.name))
 
     async def start(self, ctx: PodContext) -> None:

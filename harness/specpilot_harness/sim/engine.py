@@ -16,7 +16,10 @@ Model of one engine step (what vLLM's scheduler does, reduced to what speculativ
 - the step drafts K tokens per sequence: N, or with a batch-size schedule (vLLM 0.33's
   `num_speculative_tokens_per_batch_size`) `schedule_k(schedule, N, B)` at B running sequences, or,
   following a live.json (`live`), the K of the arm the step was scheduled under (live_arms.py);
-- the step takes `profile.step_time(K, B)`, times a noise factor;
+- the step takes `profile.step_time(K, B)`, times a noise factor, and, while the engine serves a batch-size
+  table (a schedule, or live arms: a switchback pod's engine.json carries table rows and a live file; a
+  static pod's carries neither), times 1 + `profile.table_cost`: vLLM then stops padding decode requests to
+  one draft length and runs piecewise CUDA graphs rather than full ones (vllm-project/vllm#49548), at every K;
 - a newly admitted request is prefilled and gets its first token (no draft is verified for it);
 - every other running request verifies one draft of K tokens and gets 1 + accepted tokens, accepted
   drawn from the profile's survival curve at N cut to its first K positions (vLLM drafts N and truncates
@@ -122,6 +125,11 @@ class Engine:
         self._survival = self.profile.survival_at(self.num_speculative_tokens)
 
     @property
+    def has_table(self) -> bool:
+        """The engine serves a batch-size table (a schedule, or live arms), and pays `profile.table_cost`."""
+        return bool(self.schedule) or self.live is not None
+
+    @property
     def busy(self) -> bool:
         return bool(self._waiting or self._running)
 
@@ -209,7 +217,8 @@ class Engine:
         # vLLM drafts N and truncates to K centrally, so acceptance follows the N curve's first K positions.
         survival = self._survival[:k]
         noise = max(MIN_NOISE_FACTOR, self.rng.gauss(1.0, self.profile.noise)) if self.profile.noise else 1.0
-        duration = self.profile.step_time(k, batch) / 1000.0 * noise
+        table = 1.0 + self.profile.table_cost if self.has_table else 1.0
+        duration = self.profile.step_time(k, batch) / 1000.0 * noise * table
         end = self.clock + duration
 
         emissions: list[Emission] = []

@@ -19,9 +19,11 @@ from .command import LIVE_FILE_FLAG, SCHEDULE_FLAG
 from .server import SimConfig
 
 # Annotations on a SpeculativeDeployment that the sandbox reads for its simulated pods (never copied onto
-# pods; the operator does not know them): the profile the engines serve and how fast their clock runs.
+# pods; the operator does not know them): the profile the engines serve, how fast their clock runs, and
+# what a batch-size table costs their steps (overriding the profile's `table_cost`).
 SIM_PROFILE_ANNOTATION = "specpilot.io/sim-profile"
 SIM_TIME_SCALE_ANNOTATION = "specpilot.io/sim-time-scale"
+SIM_TABLE_COST_ANNOTATION = "specpilot.io/sim-table-cost"
 
 
 def sim_time_scale(annotations: dict[str, str]) -> float:
@@ -32,6 +34,30 @@ def sim_time_scale(annotations: dict[str, str]) -> float:
     except ValueError:
         return 1.0
     return scale if 0 < scale < float("inf") else 1.0
+
+
+def sim_table_cost(annotations: dict[str, str]) -> float | None:
+    """The share a batch-size table adds to the engines' step time, from the annotation (None without it:
+    the profile's own `table_cost`). ValueError, naming the annotation, for anything but a finite number
+    in [0, 1]: a cost nobody asked for must not pass silently."""
+    text = annotations.get(SIM_TABLE_COST_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        cost = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"annotation {SIM_TABLE_COST_ANNOTATION}: {str(text)[:60]!r} is not a number; "
+                         "expected the share a batch-size table adds to each step's time, 0 to 1") from None
+    if not 0.0 <= cost <= 1.0:  # NaN fails both comparisons; an infinity the upper one
+        raise ValueError(f"annotation {SIM_TABLE_COST_ANNOTATION}: {str(text)[:60]!r} is outside 0 to 1 "
+                         "(the share a batch-size table adds to each step's time)")
+    return cost
+
+
+def with_table_cost(profile: Profile, annotations: dict[str, str]) -> Profile:
+    """`profile` with the annotation's table cost, if it sets one. Raises ValueError (`sim_table_cost`)."""
+    cost = sim_table_cost(annotations)
+    return profile if cost is None else profile.model_copy(update={"table_cost": cost})
 
 
 def served_name(engine: EngineConfig) -> str:

@@ -7,7 +7,16 @@ one file format (docs/benchmark.md):
                    "step_time_ms": {"B": [t(0), ..., t(max_n)]}, "concurrency": {"B": weight},
                    "noise": float, "default_n": int, "family": str,      # default_n, family optional
                    "kv": {"blocks": int, "block_tokens": int,                 # optional: KV capacity
-                          "draft_weight_blocks": int, "draft_kv_ratio": float}}]}
+                          "draft_weight_blocks": int, "draft_kv_ratio": float},
+                   "table_cost": float}]}                                    # optional, 0..1, default 0
+
+`table_cost` is the share a batch-size table (vLLM's num_speculative_tokens_per_batch_size: a schedule, or
+the table a switchback pod carries so its K can be set live) adds to every engine step's time, whatever K
+the step drafts (K = 0 included). On GPUs a table costs: vLLM stops padding decode requests to one draft
+length and its V1 model runner falls back from full CUDA graphs to piecewise ones; users measured +6.6% to
++21.6% TPOT at K = 0 (vllm-project/vllm#49548). 0 (the default) makes a table free, as every profile was before.
+The simulated engine charges it to an engine that serves a table; the tuner benchmark to a track that
+does; the oracles are computed without it (the best static configuration: no table, `step_time`).
 
 Method "off" (no speculation) has max_n 0 and no survival. A load level without a row of its own steps
 as `step_time` interpolates, in the simulated engine and in the oracle alike. Unknown keys are ignored so
@@ -100,6 +109,9 @@ class Profile(BaseModel):
     default_n: int = Field(default=0, ge=0)  # the N a user starts from: the method's default, capped at max_n
     family: str = ""  # cost-shape family of a generated profile (benchmark results are summarised by it)
     kv: KvCapacity | None = None  # KV capacity, admission and preemption (opt-in: None keeps them off)
+    # The share a batch-size table adds to each step's time (vLLM drops decode padding to one draft length
+    # and full CUDA graphs for piecewise ones: +6.6-21.6% TPOT at K = 0, vllm-project/vllm#49548); 0: free.
+    table_cost: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod
