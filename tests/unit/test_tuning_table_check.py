@@ -187,3 +187,12 @@ def test_the_check_runs_static_pods_beside_the_switching_ones_and_the_fall_back_
     for config in engines.values():
         assert config.live_file is None and config.speculative.num_speculative_tokens_per_batch_size is None
     assert [c.speculative.num_speculative_tokens for c in engines.values()] == [3, 1]
+
+
+def test_the_judge_measures_static_pods_at_the_stables_k_rather_than_calling_them_one_configuration() -> None:
+    a = _checking(Ruling.CONTINUE)
+    del a.verdict
+    assert not a.drafting.identical(8.0)
+    a.state.canary_static = False  # a live arm at the stable's K is the stable itself
+    del a.drafting
+    assert a.drafting.identical(8.0)

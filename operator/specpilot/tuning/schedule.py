@@ -159,6 +159,9 @@ class TrackDrafting:
     stable_rows: Sequence[Sequence[int]] | None
     canary_n: int
     canary_rows: Sequence[Sequence[int]] | None
+    # One track serves a batch-size table and the other does not (the table check): the same K is then not
+    # the same configuration, the table having a cost of its own.
+    tables_differ: bool = False
 
     def identical(self, level: float) -> bool:
         """Whether the tracks speculate alike around a load level (sequences per pod): both speculate,
@@ -167,7 +170,7 @@ class TrackDrafting:
         positions do not depend on the started N (a chain drafter) or the started N is the same. There the
         two tracks are one configuration: their goodput ratio is exactly 1, with nothing to measure."""
         a_n, b_n = self.stable_n, self.canary_n
-        if a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(self.method)):
+        if self.tables_differ or a_n <= 0 or b_n <= 0 or (a_n != b_n and not prefix_transfers(self.method)):
             return False
         rows = [*(self.stable_rows or []), *(self.canary_rows or [])]
         return all(schedule_k(self.stable_rows, a_n, b) == schedule_k(self.canary_rows, b_n, b)

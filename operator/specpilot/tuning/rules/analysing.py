@@ -82,7 +82,8 @@ class Analysis:
     def drafting(self) -> TrackDrafting:
         s = self.state
         assert s.canary_n is not None
-        return TrackDrafting(s.method, s.stable_n, s.stable_schedule, s.canary_n, s.canary_schedule)
+        return TrackDrafting(s.method, s.stable_n, s.stable_schedule, s.canary_n, s.canary_schedule,
+                             tables_differ=s.canary_static)
 
     @cached_property
     def verdict(self) -> Verdict:
