@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from cluster_kit import Cluster, wait_for
-from tuning_kit import decisions, deployment, events, start_load, status, stop_load, tuned
+from tuning_kit import decisions, deployment, events, start_load, status, stop_load, tuned, tuning
 
 
 def _pods(cluster: Cluster, ns: str) -> list[tuple[str, str, int]]:
@@ -57,3 +57,51 @@ def test_switchback_promotes_a_better_n_with_no_restart_and_no_canary_pod(cluste
     assert verdict["decision"] == "promote" and verdict["gain_pct"] > 0
     started = events(cluster, ns, "TuningStartCanary")
     assert started and "measured live" in started[0]["message"] and "no pod restarted" in started[0]["message"]
+
+
+def _engine_json(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    cm = cluster.get("configmap", name, "-n", ns) or {}
+    return json.loads((cm.get("data") or {}).get("engine.json") or "{}")
+
+
+def test_the_table_check_falls_back_to_static_pods_where_the_table_costs_more_than_switching_gains(
+        cluster: Cluster, ns: str) -> None:
+    # Its one candidate is the N it starts at, so the round converges at once and the table check follows:
+    # static pods at N=7 against the switching pods, whose table makes every step 30% slower (the simulated
+    # engine's specpilot.io/sim-table-cost; on GPUs, vLLM's piecewise CUDA graphs).
+    sd = tuned("costly", "qwen35-122b-mtp-math500", n=7, candidates=[7], measure="switchback")
+    sd["metadata"]["annotations"]["specpilot.io/sim-table-cost"] = "0.3"
+    assert cluster.apply(sd, ns).returncode == 0
+    wait_for("the stable pod to be ready", lambda: (deployment(cluster, ns, "costly") or {}).get("status", {})
+             .get("readyReplicas") == 1)
+    assert _engine_json(cluster, ns, "costly-engine")["live_file"]
+    load = start_load(cluster, ns, "costly", 150)
+    try:
+        started = wait_for("the table check", lambda: decisions(cluster, ns, "costly", "start_canary"), timeout=60)[0]
+        assert started["static"] is True and started["n"] == 7 and "table check" in started["reason"]
+        canary = wait_for("its static pods", lambda: _engine_json(cluster, ns, "costly-canary-engine"), timeout=30)
+        assert canary["speculative"].get("num_speculative_tokens_per_batch_size") is None
+        assert not canary.get("live_file")
+        try:
+            wait_for("its pod Ready", lambda: (deployment(cluster, ns, "costly-canary") or {}).get("status", {})
+                     .get("readyReplicas") == 1, timeout=30)
+        except AssertionError as exc:
+            pods = [(p["metadata"]["name"], p.get("status")) for p in cluster.items("pods", "-n", ns)]
+            raise AssertionError(f"{exc}; pods: {json.dumps(pods)[:4000]}") from None
+        try:
+            promote = wait_for("the fall-back", lambda: decisions(cluster, ns, "costly", "promote"), timeout=120)[0]
+        except AssertionError as exc:
+            said = [(h["action"], h["n"], h.get("reason", "")[:160]) for h in tuning(cluster, ns, "costly")["history"]]
+            raise AssertionError(f"{exc}; the tuner's decisions: {said}") from None
+    finally:
+        stop_load(load)
+    assert promote["static"] is True and promote["n"] == 7 and "falling back to static N=7" in promote["reason"]
+    assert promote["numbers"]["verdict"]["gain_pct"] > 10
+    wait_for("the stable pods static", lambda: not _engine_json(cluster, ns, "costly-engine").get("live_file"),
+             timeout=60)
+    stable = _engine_json(cluster, ns, "costly-engine")
+    assert stable["speculative"].get("num_speculative_tokens_per_batch_size") is None
+    assert stable["speculative"]["num_speculative_tokens"] == 7
+    assert status(cluster, ns, "costly")["tuning"]["stableStatic"] is True
+    said = [e["message"] for e in cluster.items("events", "-n", ns) if "falling back" in e.get("message", "")]
+    assert said, "no Event says the deployment fell back to static pods"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from specpilot.api.models import Speculative
 from specpilot.controller.tuning import decision_events, observe, status as ts
-from specpilot.canary.tracks import plan_from
+from specpilot.canary.tracks import TrackPlan, plan_from
 from specpilot.scrape.pods import PodScrape, PodTarget
 from specpilot.scrape.windows import TrackDelta
 from specpilot.tuning import Action, TrackWindow, TunerState
+from specpilot_runtime.live import Arm, LiveConfig
 from specpilot_runtime.vllm_metrics import Snapshot
 
 
@@ -52,6 +53,18 @@ def test_no_canary_deployment_means_no_canary_track() -> None:
     obs = observe.observations([_deployment("stable", 3)], [_target("s1", "stable", 3)],
                           {("stable", 3): TrackDelta(3, DELTA, 1, 0)}, 6.0, 1)
     assert obs.canary is None
+
+
+def test_under_switchback_a_canary_of_its_own_pods_is_observed_beside_the_switching_stable() -> None:
+    # The table check's static pods (or a restart at a higher N): not an arm of the stable pods, a track.
+    live = LiveConfig((Arm.uniform(3),), (2.0, 6.0), seed=1)
+    plan = TrackPlan(3, 3, live=live, canary_static=True)
+    obs = observe.observations([_deployment("stable", 7), _deployment("canary", 3)],
+                               [_target("s1", "stable", 7), _target("c1", "canary", 3)],
+                               {("stable", 7): TrackDelta(7, DELTA, 1, 0), ("canary", 3): TrackDelta(3, DELTA, 1, 0)},
+                               6.0, 1, plan=plan)
+    assert obs.stable is not None and obs.stable.n == 3 and not obs.switchback
+    assert obs.canary is not None and (obs.canary.n, obs.canary.ready_pods) == (3, 1)
 
 
 def test_failed_scrapes_are_named_in_the_problem() -> None:

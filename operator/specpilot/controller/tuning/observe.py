@@ -72,21 +72,23 @@ def observations(deployments: list[dict[str, Any]], targets: list[PodTarget],
     renders, whose switchback arms (`TrackPlan.live`) are read from the stable pods' counters."""
     tracks = by_track(deployments)
     stable = track_window(tracks.get("stable"), targets, deltas, engines)
+    canary = track_window(tracks.get("canary"), targets, deltas, engines)
     if plan is not None and plan.live is not None and stable is not None:
-        return arm_observations(stable, plan, window_s, replicas)
-    return Observations(window_s=window_s, stable=stable,
-                        canary=track_window(tracks.get("canary"), targets, deltas, engines),
-                        stable_replicas=replicas)
+        return arm_observations(stable, plan, window_s, replicas, canary)
+    return Observations(window_s=window_s, stable=stable, canary=canary, stable_replicas=replicas)
 
 
-def arm_observations(stable: TrackWindow, plan: TrackPlan, window_s: float, replicas: int) -> Observations:
+def arm_observations(stable: TrackWindow, plan: TrackPlan, window_s: float, replicas: int,
+                     canary_pods: TrackWindow | None = None) -> Observations:
     """The stable pods' window as the tuner reads tracks: the stable's N (what the pods were started at is
-    not what they serve), and while a canary runs as an arm, each arm's own counters (scrape/switchback.py)."""
+    not what they serve), and while a canary runs as an arm, each arm's own counters (scrape/switchback.py);
+    a canary of pods of its own (a restart: a higher N, another method, the table check's static pods) is
+    `canary_pods`, read as any canary track."""
     assert plan.live is not None
     n = stable.n if plan.stable_n is None else plan.stable_n
     if not plan.canary_live or plan.canary_n is None:
         return Observations(window_s=window_s, stable=dataclasses.replace(stable, n=n, delta=cut(stable.delta, n)),
-                            stable_replicas=replicas)
+                            canary=canary_pods, stable_replicas=replicas)
     pods = stable.ready_pods
     arm_s, arm_c = plan.live.arms[0], plan.live.arms[1]
     s = dataclasses.replace(stable, n=n, delta=arm_snapshot(stable.delta, arm_s.key, n, window_s, pods),
