@@ -128,6 +128,11 @@ def test_tuning_condition_names_the_phase_and_the_tracks() -> None:
                                                   Action("keep_analysing", 7, "better by 3% so far"))
     assert (status, reason) == ("True", "Analysing")
     assert message == "round 2, stable N=3, canary N=7: better by 3% so far"
+    _, _, message = ts.tuning_condition(_state(phase="analysing", canary_n=3, canary_static=True),
+                                        Action("keep_analysing", 3, "table check: better by 9% so far"))
+    assert message == "round 1, stable N=3, canary N=3 (static pods): table check: better by 9% so far"
+    _, _, message = ts.tuning_condition(_state(stable_static=True), Action("hold", 3, "converged"))
+    assert message == "round 1, stable N=3 (static pods): converged"
 
 
 def test_new_history_entries_become_events_with_their_numbers() -> None:

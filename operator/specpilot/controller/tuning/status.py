@@ -65,8 +65,10 @@ def tuning_condition(state: TunerState, action: Action, tour: Tournament | None 
                      contenders: Sequence[Contender] = ()) -> tuple[str, str, str]:
     """(status, reason, message) of the Tuning condition after a decision; with a method tournament the
     tracks' methods are named."""
-    stable = f"stable N={state.stable_n}"
-    canary = f", canary N={state.canary_n}" if state.canary_n is not None else ""
+    # The table check's tracks are static pods (no batch-size table): said, so "N=7 against N=7" reads right.
+    stable = f"stable N={state.stable_n}{' (static pods)' if state.stable_static else ''}"
+    canary = f", canary N={state.canary_n}{' (static pods)' if state.canary_static else ''}" \
+        if state.canary_n is not None else ""
     if tour is not None and contenders:
         stable = f"stable {contenders[tour.stable].label} N={state.stable_n}"
         if tour.canary is not None:
