@@ -196,3 +196,13 @@ def test_the_judge_measures_static_pods_at_the_stables_k_rather_than_calling_the
     a.state.canary_static = False  # a live arm at the stable's K is the stable itself
     del a.drafting
     assert a.drafting.identical(8.0)
+
+
+@pytest.mark.parametrize("edit", [{"table_check": "off"}, {"measure": "canary"}])
+def test_a_check_the_spec_no_longer_asks_for_is_rolled_back_at_once(edit: dict[str, str]) -> None:
+    state = _converged()
+    table_check_due(converged.Converged(_window(state)))
+    after, action = step(state, LIVE.model_copy(update=edit),
+                         Observations(300.0, STABLE, TrackWindow(5, Snapshot(), 0, 1)), 4400.0)
+    assert action.kind == ActionKind.ROLLBACK and "table check is no longer asked for" in action.reason
+    assert not after.canary_static and after.canary_n is None

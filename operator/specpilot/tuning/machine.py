@@ -31,7 +31,7 @@ from .rules.observing import OBSERVING_RULES, Observing
 from .schedule import propose, steady_k
 from .state import TunerState
 from .step_model import StepModel
-from .switchback import trial_costs
+from .switchback import switching, trial_costs
 from .transitions import converge, rollback
 from .warmup import analysis_start, warmup_until
 
@@ -106,6 +106,9 @@ def _unwanted(state: TunerState, tuning: Tuning) -> str | None:
         return f"N={state.canary_n} is no longer among the candidates (spec.tuning.candidates)"
     if state.canary_schedule is not None and tuning.mode != "schedule":
         return f"spec.tuning.mode is {tuning.mode}: the canary's batch-size schedule is no longer served"
+    if state.canary_static and (tuning.table_check == "off" or not switching(state, tuning)):
+        return ("the table check is no longer asked for (spec.tuning.tableCheck off, or the stable pods no longer "
+                "switch: spec.tuning.measure)")
     return None
 
 
