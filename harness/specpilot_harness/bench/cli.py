@@ -22,8 +22,8 @@ from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
 from . import floor, judge_bench, operator_bench, slo_bench, tournament, tuned_bench
 from .simulate import CANARY_MODES, MEASURES, STABLE_PODS, Fleet
-from .strategies import MAX_WINDOWS
-from .report import drafter_rows, family_rows, markdown, mixed_rows, mixed_verdict, run_all, table_rows
+from .strategies import MAX_WINDOWS, run_tuner
+from .report import drafter_rows, family_rows, markdown, mixed_rows, mixed_verdict, row, run_all, table_rows
 
 T = TypeVar("T")
 
@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "proving the answer costs at this noise, so the gap to the tuner is the planner's")
     p.add_argument("--json", type=Path, dest="json_out", help="write results as JSON here")
     p.add_argument("--markdown", type=Path, help="write the summary table as Markdown here")
+    p.add_argument("--trace", metavar="PROFILE:SEED",
+                   help="run the tuner on that one profile and seed only and print its decisions, window by window "
+                        "(every action but keep-analysing, with its reason: per band, the two K, estimate and "
+                        "interval), then what it serves; a debugging aid")
     p.set_defaults(func=run)
     t = sub.add_parser("tournament", help="simulate choosing the speculative method as well as N",
                        description="Simulate a deployment per tournament and seed: the method tournament "
@@ -220,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
     fleet = _fleet(args, err)
     if fleet is None:
         return 2
+    if args.trace:
+        return _trace(args.trace, profiles, args, fleet, err)
     res = run_all(profiles, args.seeds, lambda msg: print(msg, file=sys.stderr, flush=True), args.windows,
                   args.mode, fleet, {"floor": floor.run_floor} if args.floor else None)
     out = Console(width=200)
@@ -240,6 +246,21 @@ def run(args: argparse.Namespace) -> int:
         args.json_out.write_text(json.dumps({**res.to_json(), "settings": _settings(args, fleet)}, indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(markdown(res))
+    return 0
+
+
+def _trace(spec: str, profiles: list[Profile], args: argparse.Namespace, fleet: Fleet, err: Console) -> int:
+    """`bench tuner --trace PROFILE:SEED`: one tuner run's decisions, then what it serves and its regret."""
+    name, _, seed_text = spec.rpartition(":")
+    found = {p.name: p for p in profiles}
+    if name not in found or not seed_text.isdigit():
+        err.print(f"[red]error:[/red] --trace wants PROFILE:SEED with a profile of {args.profiles} (got {spec!r})")
+        return 2
+    profile, seed = found[name], int(seed_text)
+    run = run_tuner(profile, seed, args.windows, args.mode, fleet, trace=print)
+    r = row(profile, seed, run)
+    print(f"serves N={r['chosen_n']} {r['schedule'] or ''}: regret {r['regret_pct']:.2f}% (best single N "
+          f"{r['oracle_n']}), against the best single N {r.get('vs_single_pct', 0.0):+.2f}%")
     return 0
 
 

@@ -12,6 +12,7 @@ stable over the same windows, with all of the step-time noise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -87,9 +88,10 @@ def _ran(dep: Deployment, run: Run) -> Run:
 
 
 def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: TuningMode = "single",
-              fleet: Fleet = Fleet()) -> Run:
+              fleet: Fleet = Fleet(), trace: Callable[[str], None] | None = None) -> Run:
     """`windows`: the run's length; longer than one round (48) lets later rounds happen (the canary
-    budget is 8 per 48 windows)."""
+    budget is 8 per 48 windows). `trace`: told every decision but "keep analysing" (window, action, N,
+    the schedule it serves, the reason: `bench tuner --trace`)."""
     dep = _deployment(profile, seed, windows, fleet)
     max_canaries = MAX_CANARIES * -(-windows // MAX_WINDOWS)
     tuning = bench_tuning(profile, mode, fleet)
@@ -103,6 +105,10 @@ def run_tuner(profile: Profile, seed: int, windows: int = MAX_WINDOWS, mode: Tun
         state, action = step(state, tuning, obs, dep.now)
         # Action.schedule: the batch-size schedule the track serves under action.n (None: plain N).
         schedule = getattr(action, "schedule", None)
+        if trace is not None and action.kind != ActionKind.KEEP_ANALYSING:
+            served = f" [{' '.join(f'{lo}-{hi}:{k}' for lo, hi, k in schedule)}]" if schedule else ""
+            trace(f"window {len(dep.costs) - 1:2d} load {dep.costs[-1].load:g}: {action.kind.value} "
+                  f"N={action.n}{served}: {action.reason}")
         if action.kind == ActionKind.START_CANARY and action.n is not None:
             if len(tried) >= max_canaries:
                 break

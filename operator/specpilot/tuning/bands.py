@@ -232,5 +232,36 @@ def neighbours(band: str, k: int, loads: Sequence[float]) -> list[int]:
     return [k + 1, k - 1] if lighter else [k - 1, k + 1]
 
 
+def farther(records: Sequence[BandRecord], band: str, ks: int, judging: Judging, bands: int = 1) -> list[int]:
+    """At a band, the K one step past the stable's neighbours estimated better there (by more than the
+    promotion margin: less says nothing of a direction) but left unproven by an ended arm, the best
+    estimate first: next to the stable is where the search starts, not where the best K must be (past a
+    cliff or a capture cap one step gains a little and two a lot), and a K estimated better says which way
+    a better one lies. So K=ks-2 follows K=ks-1 estimated better, K=ks-3 follows ks-2 when ks-1 and ks-2
+    both were, and so on (a K the arms jumped to, with nothing measured between it and the stable's, says
+    nothing of the K past it). The unproven K stays `untried` for a later arm."""
+    found = []
+    for step in (1, -1):
+        k, gain = ks + step, None
+        while 0 <= k <= MAX_N:
+            v = verdict_at(records, band, ks, k, judging, bands)
+            if not (v.decision == Ruling.CONTINUE and math.isfinite(v.upper) and v.gain > judging.margin):
+                break
+            k, gain = k + step, v.gain
+        if gain is not None and 0 <= k <= MAX_N:
+            found.append((gain, k))
+    return [k for _, k in sorted(found, reverse=True)]
+
+
+def carried_by_mix(verdicts: Sequence[BandVerdict]) -> list[str]:
+    """The bands an arm proven better over the load mix serves its K at: those its pairs there back, proven
+    better or undecided and not estimated worse (a rare band's gain is proven in the mix, not on its own
+    pairs). A band the arms never paired at keeps the stable's K: the mix proves the bands it measured, not
+    one it never saw (an arm drafting N=7 everywhere, proven at the light and middle loads, would draft 7
+    at a heavy band where 3 is 6% better)."""
+    return [v.band for v in verdicts if v.verdict.windows > 0 and v.verdict.decision != Ruling.ROLLBACK
+            and not (math.isfinite(v.verdict.upper) and v.verdict.gain < 0)]
+
+
 def open_bands(verdicts: Sequence[BandVerdict]) -> list[str]:
     return [v.band for v in verdicts if v.verdict.decision == Ruling.CONTINUE]

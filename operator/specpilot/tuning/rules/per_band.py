@@ -2,22 +2,24 @@
 
 Both arms run in the stable's pods and the engines count their steps per batch-size band, so each band is
 a paired comparison of the K the two arms draft there. Observing, `band_canary` starts an arm drafting at
-each band a K not yet judged against the stable's there (the proposed K, then the stable's neighbours).
-Analysing, `band_arm_worse` ends an arm the canary judge proves worse over the load mix while no band is
-promising; `band_by_band` serves the arm where the judge proves it better over the load mix (but at the
-bands proven worse), else runs it until a band is proven better, every band where the arms differ is
-decided, or its windows run out; then the bands proven better take the arm's K in the served table and
-every other band keeps the stable's.
+each band a K not yet judged against the stable's there (a proposed K nothing measured there, one step past
+a neighbour estimated better, the proposed K, then the stable's neighbours). Analysing, `band_arm_worse`
+ends an arm the canary judge proves worse over the load mix while no band is promising; `band_by_band`
+serves the arm where the judge proves it better over the load mix (at the bands its pairs back), else runs
+it until a band is proven better (and the mix is not about to prove the whole arm), every band where the
+arms differ is decided, or its windows run out; then the bands proven better take the arm's K in the
+served table and every other band keeps the stable's.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from specpilot_runtime.live import band_of, band_range, bands_up_to
 
 from ..actions import Action
-from ..bands import (BandVerdict, Judging, band_verdicts, compose, differs, k_at, neighbours, open_bands,
+from ..bands import (BandVerdict, Judging, band_verdicts, carried_by_mix, compose, differs, farther, k_at, neighbours, open_bands,
                      promising, proven, untried, verdict_at, with_ks)
 from ..constants import EXTEND, MAX_BATCH_SIZE
 from ..context import Window, candidates, load_mix
@@ -35,7 +37,9 @@ if TYPE_CHECKING:
 def band_canary(o: Observing) -> Action | None:
     """Schedule mode under switchback: start an arm drafting, at every band, the first K not yet judged
     against the stable's there this round of (`bands.untried`): the K the measurements propose
-    (`schedule.propose`), and at a band the arms have visited, the stable's K one either side, the side the
+    (`schedule.propose`) where no arm has an estimate for it there, one step past a neighbour an ended arm
+    estimated better (`bands.farther`: past a cliff or a cap the best K may be two steps away), the
+    proposed K, and at a band the arms have visited, the stable's K one either side, the side the
     load leans to first (`bands.neighbours`; next to the stable is where a shape the step-time model cannot
     express hides a better K). Where the proposal drafts the stable's K at every band the load visits, the
     neighbours go first at every band (wherever the load goes next, the arm is measured there): the
@@ -59,7 +63,13 @@ def band_canary(o: Observing) -> Action | None:
     for band in every:
         lo = band_range(band)[0]
         k_s = k_at(stable[1], stable[0], lo)
-        options = [k_at(prop[1], prop[0], lo)] + (neighbours(band, k_s, loads) if band in near else [])
+        k_p = k_at(prop[1], prop[0], lo)
+        # The proposal first where it says something new (a K no arm has an estimate for here), then one
+        # step past a neighbour estimated better (`farther`), then the proposal measured undecided and the
+        # neighbours.
+        fresh = [k_p] if not math.isfinite(verdict_at(s.band_records, band, k_s, k_p, j, len(seen)).upper) else []
+        options = fresh + farther(s.band_records, band, k_s, j, len(seen)) + [k_p] \
+            + (neighbours(band, k_s, loads) if band in near else [])
         ks_band = next((k for k in options if k != k_s and k in allowed and
                         untried(verdict_at(s.band_records, band, k_s, k, j, len(seen)))), None)
         if ks_band is not None:
@@ -118,17 +128,26 @@ def band_by_band(a: Analysis) -> Action | None:
     said = "; ".join(v.text() for v in verdicts)
     stable, canary = (s.stable_n, s.stable_schedule), (s.canary_n, s.canary_schedule)
     if a.proven_whole:
-        # Proven over the load mix, as a canary is: the arm's K everywhere but at the bands proven unable to
-        # beat the stable's there.
-        worse = {v.band for v in verdicts if v.verdict.decision == Ruling.ROLLBACK}
-        n, rows = compose(stable, canary, [b for b in bands_up_to(MAX_BATCH_SIZE) if b not in worse])
+        # Proven over the load mix, as a canary is: the arm's K at the bands its pairs back (`carried_by_mix`),
+        # the stable's at those proven or estimated worse and at those never paired.
+        backed = carried_by_mix(verdicts)
+        worse = {v.band for v in verdicts if v.band not in backed}
+        n, rows = compose(stable, canary, backed)
         kept = f", the stable's K kept at {', '.join(sorted(worse))}" if worse else ""
         return promote(s, now, Action(ActionKind.PROMOTE, n, f"{a.verdict.reason} over the load mix{kept}: "
                                                              f"serving {_text(n, rows)}", rows),
                        {**numbers, "verdict": a.verdict.to_json()})
     ran = s.seq - a.since + 1
+    # A band proven ends the arm, unless the arm is already measured better over the load mix (its lower
+    # bound above the stable's, the judge waiting only for more looks or for the mix's loads: `mix_wait`)
+    # and another band it differs at is undecided, paired too rarely for an estimate or estimated better
+    # (`untried`): the mix may soon prove the whole arm (a rare band's gain counts in it, though never
+    # proven on its own pairs), which promoting the proven band alone would start again from no windows.
+    whole = a.verdict
+    going = whole.decision in (Ruling.CONTINUE, Ruling.PROMOTE) and math.isfinite(whole.lower) and whole.lower > 0 \
+        and any(untried(v.verdict) for v in verdicts)
     spent = ran >= EXTEND * t.canary.windows or s.windows_in_round >= t.max_windows_per_round \
-        or bool(proven(verdicts))
+        or (bool(proven(verdicts)) and not going)
     if not spent and (open_bands(verdicts) or not verdicts):
         return Action(ActionKind.KEEP_ANALYSING, s.canary_n, f"bands undecided: {said or 'no band paired yet'}")
     won = proven(verdicts)
