@@ -6,6 +6,8 @@ counts with its neighbour's pairs for coverage, and is judged on its own pairs."
 
 from __future__ import annotations
 
+import dataclasses
+
 from test_tuning_decisions import record, snapshot, windows
 
 from specpilot.tuning.judge import judge
@@ -13,9 +15,13 @@ from specpilot.tuning.judge import judge
 
 def test_a_canary_that_halves_the_load_per_pod_is_still_judged() -> None:
     alone = windows(3, 4.0, 8)  # before the canary: the stable pod serves 4 sequences
-    stable = [record(8 + i, "stable", snapshot(3, 2.0, wobble=1.0 + 0.004 * (-1) ** i), 300.0) for i in range(8)]
+    # The paired stable windows carry the load the stable serves alone (`observations.alone`, as the tuner
+    # records them): a level without pairs of its own, an octave above the pairs, borrows nothing where the
+    # longer N pays more per step (judge._coverage).
+    stable = [dataclasses.replace(record(8 + i, "stable", snapshot(3, 2.0, wobble=1.0 + 0.004 * (-1) ** i), 300.0),
+                                  alone_load=4.0) for i in range(8)]
     canary = [record(8 + i, "canary", snapshot(5, 2.0, wobble=1.0 + 0.004 * (-1) ** i), 300.0) for i in range(8)]
-    loads = [r.load for r in alone + stable]
+    loads = [r.mix_load for r in alone + stable]
     verdict = judge(alone + stable, canary, loads, "throughput", 0.02, 0.95, 6)
     assert "waiting for loads" not in verdict.reason and "never seen" not in verdict.reason
     assert verdict.decision in ("promote", "rollback")
@@ -44,7 +50,8 @@ def test_a_start_up_burst_does_not_hold_the_verdict() -> None:
     burst = windows(3, 8.0, 2)  # two windows with every request in flight at once, an octave above the rest
     alone = windows(3, 4.0, 6, start=2)
     stable, canary = _better_canary(8, 8, 2.0)
-    loads = [r.load for r in burst + alone + stable]
+    stable = [dataclasses.replace(r, alone_load=4.0) for r in stable]  # as the tuner records a split canary's
+    loads = [r.mix_load for r in burst + alone + stable]
     verdict = judge(burst + alone + stable, canary, loads, "throughput", 0.02, 0.95, 6)
     assert "waiting for loads" not in verdict.reason and "never seen" not in verdict.reason, verdict
     assert verdict.decision in ("promote", "rollback")

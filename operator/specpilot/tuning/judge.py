@@ -294,7 +294,7 @@ def measured_gain(pairs: Sequence[tuple[WindowRecord, WindowRecord]], stable: Se
         # Nothing measured where the tracks differ (yet): the identical levels are known, the rest is unseen.
         unseen = 1.0 - known if same.any() else 1.0
         return Estimate(0.0, max(unseen * GAIN_PRIOR_SD, MIN_ESTIMATE_SD), LEVEL_PRIOR_DOF, known, unseen, **split)
-    cover = _coverage(levels, same, ratios.ys, seen, level_g, known)
+    cover = _coverage(levels, same, ratios.ys, seen, level_g, known, _directions(levels, pairs, drafting))
     post_mean, post_sd, dof, total = _posterior(ratios, seen, cover, level_g, weights, counts.sum(), known,
                                                 noise_prior_sd)
     return Estimate(post_mean, post_sd, dof, cover.covered, cover.unseen,
@@ -376,18 +376,33 @@ class Coverage:
     unseen: float
 
 
+def _directions(levels: np.ndarray, pairs: Sequence[tuple[WindowRecord, WindowRecord]],
+                drafting: Drafting | None) -> list[int]:
+    """Per level, +1 where the canary drafts more tokens per step than the stable, -1 fewer, 0 as many: the
+    schedule's K there (`Drafting.direction`), else the two tracks' N."""
+    n_direction = int(np.sign(pairs[0][1].n - pairs[0][0].n)) if pairs else 0
+    return [drafting.direction(float(b)) if drafting is not None else n_direction for b in levels]
+
+
 def _coverage(levels: np.ndarray, same: np.ndarray, ys: dict[int, list[float]], seen: list[int],
-              level_g: np.ndarray, known: float) -> Coverage:
+              level_g: np.ndarray, known: float, directions: Sequence[int] = ()) -> Coverage:
     """A level no pair saw borrows the nearest level's pairs, when one is within an octave. A level with pairs
     of its own is estimated from them, however few (its spread then carries the doubt): a neighbour's pairs
     would hide that the canary wins at one load and loses at the next. It counts as covered once it, or a
-    neighbour in reach, has LEVEL_WINDOWS pairs."""
+    neighbour in reach, has LEVEL_WINDOWS pairs.
+
+    Not on the side where speculating more pays less (`directions`): a level with no pair of its own, heavier
+    than the one it would borrow from where the canary drafts more than the stable (lighter, where it drafts
+    fewer), borrows nothing and stays unseen (`_downside` counts it) until a pair of its own comes: within an
+    octave a compute-bound step's cost of a longer N can turn a gain into a loss (an n-gram N=1 +5% over 0
+    at 4 sequences per pod, -16% at 8, was promoted on four pairs at 4)."""
     octave = np.log2(levels)
     enough = [j for j in seen if len(ys[j]) >= LEVEL_WINDOWS] or seen
     differ = [i for i in range(len(levels)) if not same[i]]
     nearest = {i: min(enough, key=lambda j: abs(octave[i] - octave[j])) for i in differ}
     in_reach = {i for i, j in nearest.items() if abs(octave[i] - octave[j]) <= 1.0 + OCTAVE_TOLERANCE}
-    near = {i: (i if i in ys else nearest[i]) for i in differ if i in ys or i in in_reach}
+    near = {i: (i if i in ys else nearest[i]) for i in differ
+            if i in ys or (i in in_reach and not _beyond_risky(i, nearest[i], octave, directions))}
     w = np.array([sum(level_g[i] for i, j in near.items() if j == k) for k in seen])
     enough_near = {i for i in in_reach if len(ys[nearest[i]]) >= LEVEL_WINDOWS}
     seen_enough = sum(level_g[i] for i in near if len(ys.get(i, [])) >= LEVEL_WINDOWS or i in enough_near)
@@ -399,6 +414,13 @@ def _coverage(levels: np.ndarray, same: np.ndarray, ys: dict[int, list[float]], 
     else:
         w = np.full(len(seen), (1.0 - known) / len(seen))
     return Coverage(near, w, covered, unseen)
+
+
+def _beyond_risky(i: int, j: int, octave: np.ndarray, directions: Sequence[int]) -> bool:
+    """Level i lies past level j on the side where the canary's draft length pays less: heavier where it
+    drafts more, lighter where it drafts fewer."""
+    d = directions[i] if i < len(directions) else 0
+    return (d > 0 and octave[i] > octave[j]) or (d < 0 and octave[i] < octave[j])
 
 
 def _posterior(ratios: LevelRatios, seen: list[int], cover: Coverage, level_g: np.ndarray, weights: np.ndarray,
