@@ -35,7 +35,7 @@ from specpilot_harness.sandbox.real_cluster import RealSandbox
 WATCHED = "team-a"
 EXAMPLE = ROOT / "deploy" / "examples" / "mtp.yaml"
 SD_API = "/apis/specpilot.io/v1alpha1"
-WAIT_S = 60.0
+WAIT_S = 120.0  # each step takes a second here; a CI machine installing vLLM meanwhile is slower
 # Grants the scenario cannot reach, each with why the operator needs it.
 NOT_EXERCISED = {
     # A child stops being rendered only when a canary ends (the tuning loop); the reconciler then deletes it.
@@ -187,6 +187,35 @@ async def _life_of_a_speculative_deployment(api: httpx.AsyncClient, lease_path: 
     await _eventually("its ConfigMaps, Services and Deployments to be gone", no_children)
 
 
+async def _cluster_state(api: httpx.AsyncClient) -> str:
+    """What a failed wait needs to be understood: the watched namespace's workloads, claims and Events."""
+    lines = []
+    for group, kind in (("/apis/apps/v1", "deployments"), ("/apis/apps/v1", "replicasets"), ("/api/v1", "pods"),
+                        ("/api/v1", "persistentvolumeclaims"), ("/api/v1", "serviceaccounts")):
+        for obj in (await api.get(f"{group}/namespaces/{WATCHED}/{kind}")).json().get("items") or []:
+            status = obj.get("status") or {}
+            conditions = [(c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                          for c in status.get("conditions") or []]
+            lines.append(f"{kind} {obj['metadata']['name']}: phase={status.get('phase')} "
+                         f"node={(obj.get('spec') or {}).get('nodeName')} replicas={status.get('replicas')} "
+                         f"ready={status.get('readyReplicas')} conditions={conditions}")
+    events = (await api.get(f"/api/v1/namespaces/{WATCHED}/events")).json().get("items") or []
+    lines += [f"event {e.get('lastTimestamp') or e.get('eventTime')} {e.get('type')} "
+              f"{(e.get('involvedObject') or {}).get('kind')}/{(e.get('involvedObject') or {}).get('name')} "
+              f"{e.get('reason')}: {e.get('message')}" for e in events[-30:]]
+    return "cluster state:\n" + "\n".join(lines)
+
+
+def _component_logs(workdir: Path) -> str:
+    """The ends of kube-controller-manager's and kube-scheduler's logs (the sandbox keeps them in its workdir)."""
+    parts = []
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        path = workdir / "logs" / f"{component}.log"
+        text = path.read_text(errors="replace")[-2500:] if path.exists() else "(no log)"
+        parts.append(f"{component} log:\n{text}")
+    return "\n".join(parts)
+
+
 async def _gone(api: httpx.AsyncClient, path: str) -> bool:
     return (await api.get(path)).status_code == 404
 
@@ -223,6 +252,11 @@ async def _record(chart_args: tuple[str, ...], tmp_path: Path) -> tuple[list[Aud
         # Its pods would run an image nothing here can run; the operator runs below as a local process instead.
         await tools.run(KUBECTL, "delete", "deployment", deployment["metadata"]["name"], "--namespace", NAMESPACE)
         await tools.run(KUBECTL, "apply", "-f", "-", stdin=yaml.safe_dump_all(_model_cache()))
+        # Set-up the scenario does not test, done before the operator starts: a pod is refused until its
+        # namespace's default ServiceAccount exists, and unschedulable until its claim is Bound.
+        await asyncio.to_thread(sandbox.wait_for_service_account, WATCHED)
+        await tools.run(KUBECTL, "wait", "--for=jsonpath={.status.phase}=Bound", "persistentvolumeclaim/models",
+                        "--namespace", WATCHED, "--timeout=60s")
         token = (await tools.run(KUBECTL, "create", "token", sa, "--namespace", NAMESPACE, "--duration=1h")).strip()
         kubeconfig = plane.token_kubeconfig("operator", token, NAMESPACE)
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -237,7 +271,8 @@ async def _record(chart_args: tuple[str, ...], tmp_path: Path) -> tuple[list[Aud
             except AssertionError as exc:
                 refused = forbidden(plane.audit_records(user))
                 raise AssertionError(f"{exc}; refused by the apiserver: {refused}; operator log:\n"
-                                     f"{log.read_text()[-3000:]}") from None
+                                     f"{log.read_text()[-3000:]}\n{await _cluster_state(api)}\n"
+                                     f"{_component_logs(sandbox.workdir)}") from None
             # A clean stop hands the Lease over: that write is part of what the operator does.
             operator.send_signal(signal.SIGINT)
             assert await asyncio.wait_for(operator.wait(), 30) == 0, log.read_text()[-3000:]

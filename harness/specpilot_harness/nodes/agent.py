@@ -293,6 +293,7 @@ class NodeAgent:
             now_ready = await self.runtime.ready(pod.ctx)
             if now_ready != ready:
                 ready = now_ready
+                log.info("pod %s/%s: running, %s", pod.ctx.namespace, pod.ctx.name, "ready" if ready else "not ready")
                 await self._status(pod, "Running", ready)
             await asyncio.sleep(self.probe_period_s)
 
