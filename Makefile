@@ -39,8 +39,8 @@ CHART_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 # The cluster tier runs in three (each starts its own sandbox): it waits on sandboxes, operators and the
 # tuners' windows more than it computes. On two cores, in two workers, it took 11 minutes, 35% of the CPU
 # idle once its waits polled kubectl once a second rather than five times (17% idle before); in three, 8.5
-# minutes with 13% idle.
-CLUSTER_WORKERS := -n 3 --dist loadfile
+# minutes with 13% idle. Its longest files come first (tests/cluster/conftest.py), in collection order.
+CLUSTER_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 
 # Every tier. vLLM's CPU build (mostly a download) installs in the background while the other tools install
 # and the unit and chart tiers run, which keeps a fresh clone's run about four minutes shorter; the cluster
@@ -102,6 +102,7 @@ bench: tools
 	$(BIN)/specpilot bench judge
 	$(BIN)/specpilot bench slo --profiles harness/specpilot_harness/bench/profiles/kv-crossover.json --seeds 2
 	$(BIN)/specpilot bench operator --deployments 100,200
+	$(BIN)/specpilot bench runtime --runtime $(BIN)/specpilot-runtime
 
 crd: setup
 	$(BIN)/specpilot crd > crds/specpilot.io_speculativedeployments.yaml
