@@ -203,7 +203,7 @@ def test_the_dry_run_prints_what_would_start_vllm_in_the_vllm_environment(
     done = subprocess.run([str(vllm_venv.runtime), "serve", "--config", str(config), "--dry-run"],
                           check=True, env=vllm_env, capture_output=True, text=True)
     argv = json.loads(done.stdout)["argv"]
-    assert argv[:3] == ["vllm", "serve", str(tiny_models.target)], argv
+    assert Path(argv[0]).name == "vllm" and argv[1:3] == ["serve", str(tiny_models.target)], argv
     speculative = json.loads(argv[argv.index("--speculative-config") + 1])
     assert speculative == {"method": "draft_model", "model": str(tiny_models.draft), "num_speculative_tokens": 4}
 
