@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+import httpx
+
 from specpilot_harness.nodes.addresses import AddressPool
 from specpilot_harness.nodes.api import Api, ApiError, Credentials
 from specpilot_harness.nodes.volumes import (VolumeSources, mounted_files, optional_volumes, source_data,
@@ -250,7 +252,8 @@ class NodeAgent:
             # Set up in a task of its own: the watch must not wait on one pod's reads (a thousand pods
             # bound at once would start one after another).
             known = self._pods[uid] = _Pod(uid, PodContext(pod, "", {}))
-            known.task = asyncio.create_task(self._setup_and_run(known, pod))
+            known.task = asyncio.create_task(self._setup_and_run(known, pod), name=f"pod {meta.get('name')}")
+            known.task.add_done_callback(_said_if_failed)
 
     async def _setup_and_run(self, pod: _Pod, live: dict[str, Any]) -> None:
         """The pod's address, volumes and owners, then its containers. As a kubelet, no container starts while
@@ -259,15 +262,20 @@ class NodeAgent:
         pod.ctx = PodContext(live, await asyncio.to_thread(self.addresses.take), {})
         said = ""
         while True:
-            files, missing = await self._files(live)
+            try:
+                files, missing = await self._files(live)
+                owners = await self._owners(live)
+            except (ApiError, httpx.HTTPError) as exc:  # the kubelet's next pod sync tries again
+                log.info("pod %s/%s: set-up read failed, retrying: %s", pod.ctx.namespace, pod.ctx.name, exc)
+                await asyncio.sleep(self.volume_sync_s)
+                continue
             if not missing:
                 break
             message = "MountVolume.SetUp failed: " + "; ".join(missing)
-            if message != said:  # written when it changes, not every attempt
-                await self._status(pod, "Pending", False, waiting=("ContainerCreating", message))
-                said = message
+            if message != said and await self._status(pod, "Pending", False, waiting=("ContainerCreating", message)):
+                said = message  # written when it changes, not every attempt
             await asyncio.sleep(self.volume_sync_s)
-        pod.ctx = PodContext(live, pod.ctx.ip, files, await self._owners(live))
+        pod.ctx = PodContext(live, pod.ctx.ip, files, owners)
         await self._run(pod)
 
     async def _run(self, pod: _Pod) -> None:
@@ -288,13 +296,14 @@ class NodeAgent:
                 pod.restarts += 1
                 continue
             break
-        ready: bool | None = None
+        ready: bool | None = None  # as the API server last took it
         while True:
             now_ready = await self.runtime.ready(pod.ctx)
-            if now_ready != ready:
+            # A write the server did not take is made again at the next probe, as the kubelet's status
+            # manager does: a pod must not stay unready in the API because one write failed.
+            if now_ready != ready and await self._status(pod, "Running", now_ready):
                 ready = now_ready
                 log.info("pod %s/%s: running, %s", pod.ctx.namespace, pod.ctx.name, "ready" if ready else "not ready")
-                await self._status(pod, "Running", ready)
             await asyncio.sleep(self.probe_period_s)
 
     async def _terminate(self, pod: _Pod, live: dict[str, Any]) -> None:
@@ -325,7 +334,8 @@ class NodeAgent:
         finally:
             await asyncio.to_thread(self.addresses.give, pod.ctx.ip)
 
-    async def _status(self, pod: _Pod, phase: str, ready: bool, waiting: tuple[str, str] | None = None) -> None:
+    async def _status(self, pod: _Pod, phase: str, ready: bool, waiting: tuple[str, str] | None = None) -> bool:
+        """Writes the pod's status; False when the server did not take it (the pod gone counts as taken)."""
         stamp = _now()
 
         def cond(ctype: str, value: bool) -> dict[str, Any]:
@@ -354,6 +364,11 @@ class NodeAgent:
         except ApiError as exc:
             if exc.status != 404:
                 log.info("status of pod %s not written: %s", pod.ctx.name, exc)
+                return False
+        except httpx.HTTPError as exc:  # a timeout or a dropped connection: the server is busy or restarting
+            log.info("status of pod %s not written: %r", pod.ctx.name, exc)
+            return False
+        return True
 
     async def _files(self, pod: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
         """ConfigMap and Secret volumes as the containers would see them, and the required ones whose object is
@@ -400,7 +415,7 @@ def _path(pod: dict[str, Any]) -> str:
 
 
 def _said_if_failed(task: asyncio.Task[None]) -> None:
-    """A loop of the node that ended on an error leaves the node deaf to it: say so, loudly, once."""
+    """A loop of the node (or a pod's) that ended on an error leaves the node deaf to it: say so, loudly, once."""
     if not task.cancelled() and task.exception() is not None:
         log.error("node loop %s ended: %r; the node no longer follows what it watched", task.get_name(),
                   task.exception())
