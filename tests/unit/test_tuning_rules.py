@@ -9,7 +9,8 @@ import pytest
 
 from specpilot.api.models import Canary, Tuning
 from specpilot.tuning import ActionKind, Observations, Phase, TrackWindow, TunerState
-from specpilot.tuning.constants import CANARY_MIN_WINDOWS, CONVERGE_WINDOWS, PROMOTE_MIX_WINDOWS
+from specpilot.tuning.actions import Action
+from specpilot.tuning.constants import CANARY_MIN_WINDOWS, CONVERGE_WINDOWS, PROBE_MIN_LEAD, PROMOTE_MIX_WINDOWS
 from specpilot.tuning.context import Planner, Window
 from specpilot.tuning.evidence import Evidence
 from specpilot.tuning.judge import Verdict
@@ -250,6 +251,24 @@ def test_probe_rival_rolls_a_proven_canary_back_for_an_n_expected_ahead() -> Non
     far = analysed(verdict(Ruling.PROMOTE), plan_of(None, {3: 0.0, 5: 0.10, 6: 0.40}))
     far.retry, far.rival = None, 6
     assert analysing.probe_rival(far) is None  # provable against the canary once promoted
+
+
+def test_probe_rival_under_switchback_wants_a_lead_beyond_the_models_error() -> None:
+    """Switchback's margin is 0.5%: half of it is the step model's noise between neighbours, and the probe
+    would risk the proven N for it. A lead of PROBE_MIN_LEAD (1%) or more is still probed."""
+    switchback = TUNING.model_copy(update={"measure": "switchback"})
+    assert switchback.margin_for("eagle3") < 2 * PROBE_MIN_LEAD
+
+    def probe_of(rival_gain: float) -> Action | None:
+        a = analysed(verdict(Ruling.PROMOTE), plan_of(None, {3: 0.0, 5: 0.10, 6: rival_gain}))
+        a.w = window(a.state, plan_of(None, {3: 0.0, 5: 0.10, 6: rival_gain}), tuning=switchback,
+                     canary=TrackWindow(5, Snapshot(), 1, 1))
+        a.retry, a.rival = None, 6
+        return analysing.probe_rival(a)
+
+    assert probe_of(0.104) is None  # 0.4% ahead: promoted, then N=6 is measured live against it
+    action = probe_of(0.113)
+    assert action is not None and action.probe and "N=6" in action.reason
 
 
 def test_probe_for_schedule_asks_schedule_probe(monkeypatch: pytest.MonkeyPatch) -> None:

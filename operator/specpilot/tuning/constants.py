@@ -34,6 +34,11 @@ DEFAULT_MAX_CANDIDATE: dict[Family, int] = {Family.SEQUENTIAL: 8, Family.NEAR_FR
 # Most a rival's expected lead over a proven canary may be, in margins, for the canary to be probed.
 # [chosen: mixed-load.json, generated-dev.json]
 PROBE_LEAD_MARGINS = 3.0
+# Least a rival's expected lead over a proven canary must be for the canary to be probed, whatever the
+# margin: half a canary's margin, the model's error between neighbours. Under switchback (margin 0.5%) a
+# lead of a quarter of a percent is the model's noise, and the probe risked the proven N for it.
+# [chosen: generated-holdout2.json, generated-dev.json]
+PROBE_MIN_LEAD = 0.01
 
 # --- The judge (judge.py) ----------------------------------------------------------------------------------
 

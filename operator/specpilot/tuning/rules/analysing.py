@@ -17,7 +17,7 @@ from specpilot.api.models import Tuning
 from .. import evidence
 from ..actions import Action
 from ..bands import BandVerdict
-from ..constants import ANALYSIS_KEPT, EXTEND, PROBE_LEAD_MARGINS, PROMOTE_MIX_WINDOWS
+from ..constants import ANALYSIS_KEPT, EXTEND, PROBE_LEAD_MARGINS, PROBE_MIN_LEAD, PROMOTE_MIX_WINDOWS
 from ..context import Window, fitted_model, load_mix
 from ..judge import Verdict, health_problem, judge, load_octaves, noise_prior, out_of_room, paired
 from ..kinds import ActionKind, Ruling
@@ -220,9 +220,9 @@ def slo_unproven(a: Analysis) -> Action | None:
 
 def probe_rival(a: Analysis) -> Action | None:
     """Roll a proven single-N canary back as a probe when the plan expects an untried N (`Analysis.rival`)
-    better than it by half a margin and by at most PROBE_LEAD_MARGINS margins: promoting it first would make
-    that N compete against it with the margin, which would hide the rest of the gain, while a larger lead
-    is provable against it once promoted. A canary is a probe once per stable N (two proven N each expected
+    better than it by half a margin (PROBE_MIN_LEAD at least) and by at most PROBE_LEAD_MARGINS margins:
+    promoting it first would make that N compete against it with the margin, which would hide the rest of
+    the gain, while a larger lead is provable against it once promoted. A canary is a probe once per stable N (two proven N each expected
     behind the other would probe each other until the budget ran out), and a retry never is."""
     s, margin = a.state, a.w.tuning.margin_for(a.state.method)
     if s.canary_schedule is not None or a.retry is not None:
@@ -232,7 +232,7 @@ def probe_rival(a: Analysis) -> Action | None:
     if alt is None or c in s.probed:
         return None
     lead = (1.0 + p.gain[alt]) / (1.0 + p.gain[c]) - 1.0
-    if p.gain[c] + margin / 2 < p.gain[alt] and lead <= PROBE_LEAD_MARGINS * margin:
+    if p.gain[c] + max(margin / 2, PROBE_MIN_LEAD) < p.gain[alt] and lead <= PROBE_LEAD_MARGINS * margin:
         return probe(s, a.w.now, c, f"probe: N={alt} expected {p.gain[alt]:.1%} over stable, "
                                     f"N={c} {p.gain[c]:.1%}", a.numbers, a.verdict, a.pairs)
     return None
