@@ -12,7 +12,7 @@ import httpx
 
 from specpilot_harness.nodes import agent as node_agent
 from specpilot_harness.nodes.api import ApiError
-from specpilot_harness.sandbox.pod_runtime import PodContext
+from specpilot_harness.sandbox.pod_runtime import NoopRuntime, PodContext
 
 POD = {"metadata": {"name": "engine-0", "namespace": "team-a", "uid": "uid-0"},
        "spec": {"nodeName": "sandbox", "containers": [{"name": "engine", "image": "vllm"}]}}
@@ -31,17 +31,6 @@ class FlakyApi:
         self.written.append(body["status"])
 
 
-class ReadyRuntime:
-    async def start(self, ctx: PodContext) -> None:
-        return None
-
-    async def ready(self, ctx: PodContext) -> bool:
-        return True
-
-    async def stop(self, ctx: PodContext) -> None:
-        return None
-
-
 def _ready(status: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
 
@@ -49,7 +38,7 @@ def _ready(status: dict[str, Any]) -> bool:
 async def test_a_ready_pod_whose_status_writes_fail_is_ready_once_the_server_takes_one() -> None:
     agent = node_agent.NodeAgent.__new__(node_agent.NodeAgent)
     api = FlakyApi()
-    agent.api, agent.runtime = api, ReadyRuntime()  # type: ignore[assignment]
+    agent.api, agent.runtime = api, NoopRuntime()  # type: ignore[assignment]
     agent.probe_period_s, agent.restart_backoff_s = 0.01, (0.01, 0.01)
     agent.addresses = SimpleNamespace(node_address="10.244.0.1")  # type: ignore[assignment]
     pod = node_agent._Pod("uid-0", PodContext(POD, "10.244.0.2", {}))
