@@ -103,6 +103,7 @@ bench: tools
 	$(BIN)/specpilot bench slo --profiles harness/specpilot_harness/bench/profiles/kv-crossover.json --seeds 2
 	$(BIN)/specpilot bench operator --deployments 100,200
 	$(BIN)/specpilot bench runtime --runtime $(BIN)/specpilot-runtime
+	$(BIN)/specpilot bench controlplane
 
 crd: setup
 	$(BIN)/specpilot crd > crds/specpilot.io_speculativedeployments.yaml

@@ -1,4 +1,4 @@
-"""The real control plane starts quickly, serves kubectl, runs its controllers and scheduler, enforces RBAC
+"""The real control plane starts, serves kubectl, runs its controllers and scheduler, enforces RBAC
 and the CRD's CEL rules, survives apiserver and etcd restarts, compacts etcd on demand and leaves nothing
 running when stopped."""
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from specpilot_harness.bench.controlplane_start import rss_mib
 from specpilot_harness.controlplane import ControlPlane, binaries
 from specpilot_harness.controlplane.controlplane import APISERVER, CONTROLLER_MANAGER, ETCD, SCHEDULER
 
@@ -24,7 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 KUBECTL = REPO / ".tools" / "bin" / "kubectl"
 CRD = REPO / "crds" / "specpilot.io_speculativedeployments.yaml"
 EXAMPLE = REPO / "deploy" / "examples" / "off.yaml"
-READY_S = 30.0
 # The first test may build the control plane from source (once per machine, ~15 min on 2 cores).
 BUILD_TIMEOUT_S = 1800
 WAIT_S = 60.0
@@ -89,19 +89,13 @@ def admin(plane: ControlPlane) -> Path:
     return plane.admin_kubeconfig
 
 
-def rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
-    return int(kib) / 1024
-
-
 @pytest.mark.timeout(BUILD_TIMEOUT_S)
-def test_ready_within_30_s(started: Started) -> None:
+def test_every_component_runs_once_started(started: Started) -> None:
+    """How long the start takes is `specpilot bench controlplane`'s (make bench), against its 30 s."""
     pids = started.plane.pids()
     assert set(pids) == {ETCD, APISERVER, CONTROLLER_MANAGER, SCHEDULER}
-    rss = {name: round(rss_mib(pid)) for name, pid in pids.items()}
+    rss = {name: rss_mib(pid) for name, pid in pids.items()}
     print(f"\ncontrol plane ready in {started.seconds:.1f} s; RSS MiB {rss}, total {sum(rss.values())}")
-    assert started.seconds < READY_S
 
 
 def test_kubectl_lists_and_creates_namespaces(admin: Path) -> None:

@@ -20,7 +20,7 @@ from specpilot.api.models import Canary, Tuning, canary_pods
 
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
-from . import floor, judge_bench, operator_bench, runtime_overhead, slo_bench, tournament, tuned_bench
+from . import controlplane_start, floor, judge_bench, operator_bench, runtime_overhead, slo_bench, tournament, tuned_bench
 from .simulate import CANARY_MODES, MEASURES, STABLE_PODS, Fleet
 from .strategies import MAX_WINDOWS, run_tuner
 from .report import drafter_rows, family_rows, markdown, mixed_rows, mixed_verdict, row, run_all, table_rows
@@ -95,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tuned_bench.register(sub)
     slo_bench.register(sub)
     runtime_overhead.register(sub)
+    controlplane_start.register(sub)
 
 
 def _fleet_args(p: argparse.ArgumentParser) -> None:
