@@ -20,7 +20,8 @@ from specpilot.api.models import Canary, Tuning, canary_pods
 
 from specpilot_harness.sim.profile import Profile, ProfileError, load_profiles
 
-from . import controlplane_start, floor, judge_bench, operator_bench, runtime_overhead, slo_bench, tournament, tuned_bench
+from . import (controlplane_start, floor, judge_bench, operator_bench, runtime_overhead, slo_bench, tournament,
+               tuned_bench)
 from .simulate import CANARY_MODES, MEASURES, STABLE_PODS, Fleet
 from .strategies import MAX_WINDOWS, run_tuner
 from .report import drafter_rows, family_rows, markdown, mixed_rows, mixed_verdict, row, run_all, table_rows

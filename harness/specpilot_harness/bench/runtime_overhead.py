@@ -22,6 +22,8 @@ TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vo
                "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
                "num_key_value_heads": 2, "max_position_embeddings": 512}
 
+DRY_RUN_TIMEOUT_S = 60
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds `runtime` to the subcommands of `specpilot bench`."""
@@ -48,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
         times = []
         for _ in range(args.repeats):
             started = time.monotonic()
-            done = subprocess.run([runtime, "serve", "--config", str(config), "--dry-run"],
-                                  capture_output=True, text=True, timeout=60)
+            try:
+                done = subprocess.run([runtime, "serve", "--config", str(config), "--dry-run"],
+                                      capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                err.print(f"[red]error:[/red] serve --dry-run took over {DRY_RUN_TIMEOUT_S} s")
+                return 1
             times.append(time.monotonic() - started)
             if done.returncode != 0:
                 err.print(f"[red]error:[/red] serve --dry-run failed:\n{done.stderr}")

@@ -415,7 +415,7 @@ def _path(pod: dict[str, Any]) -> str:
 
 
 def _said_if_failed(task: asyncio.Task[None]) -> None:
-    """A loop of the node (or a pod's) that ended on an error leaves the node deaf to it: say so, loudly, once."""
+    """A loop of the node that ended on an error leaves the node deaf to it, and a pod's that did leaves the
+    pod as it was: say so, loudly, once."""
     if not task.cancelled() and task.exception() is not None:
-        log.error("node loop %s ended: %r; the node no longer follows what it watched", task.get_name(),
-                  task.exception())
+        log.error("node task %s ended: %r; the node no longer follows it", task.get_name(), task.exception())

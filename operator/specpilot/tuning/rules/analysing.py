@@ -222,8 +222,9 @@ def probe_rival(a: Analysis) -> Action | None:
     """Roll a proven single-N canary back as a probe when the plan expects an untried N (`Analysis.rival`)
     better than it by half a margin (PROBE_MIN_LEAD at least) and by at most PROBE_LEAD_MARGINS margins:
     promoting it first would make that N compete against it with the margin, which would hide the rest of
-    the gain, while a larger lead is provable against it once promoted. A canary is a probe once per stable N (two proven N each expected
-    behind the other would probe each other until the budget ran out), and a retry never is."""
+    the gain, while a larger lead is provable against it once promoted. A canary is a probe once per stable
+    N (two proven N each expected behind the other would probe each other until the budget ran out), and a
+    retry never is."""
     s, margin = a.state, a.w.tuning.margin_for(a.state.method)
     if s.canary_schedule is not None or a.retry is not None:
         return None

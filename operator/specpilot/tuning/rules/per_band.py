@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from specpilot_runtime.live import band_of, band_range, bands_up_to
 
 from ..actions import Action
-from ..bands import (BandVerdict, Judging, band_verdicts, carried_by_mix, compose, differs, farther, k_at, neighbours, open_bands,
-                     promising, proven, untried, verdict_at, with_ks)
+from ..bands import (BandVerdict, Judging, band_verdicts, carried_by_mix, compose, differs, farther, k_at,
+                     neighbours, open_bands, promising, proven, untried, verdict_at, with_ks)
 from ..constants import EXTEND, MAX_BATCH_SIZE
 from ..context import Window, candidates, load_mix
 from ..judge import noise_prior
