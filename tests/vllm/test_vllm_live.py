@@ -131,20 +131,25 @@ def test_draft_length_follows_live_json_without_a_restart(serve: Any, tiny_model
                            "dwellSeconds": [0.5, 1.0], "seed": 7})
     wait_for("both arms listed", lambda: all(
         (live.LIVE_ARM_ACTIVE, ((live.LABEL_ARM, a.key),)) in live_values(server) for a in (one, three)), server)
-    # Each round of requests takes a fraction of a second here, an arm's dwell up to a second: go on until both
-    # arms have served steps (a few rounds; ten at most).
+    # Each round of requests takes a fraction of a second here, an arm's dwell up to a second. An arm's steps
+    # may all be prefills or n-gram misses (no draft), so go on until each arm has drafted and a 3-token draft
+    # was seen (a few rounds; twenty at most).
     start = snap
-    for _ in range(10):
+    drafted = live.BAND_COUNTERS.index(live.SB_DRAFT_TOKENS)
+    for _ in range(20):
         snap, _window = phase(server, snap)
         window = vm.delta(start, snap)
         steps = {a.key: sum(v[0] for (arm, _band), v in window.switchback.items() if arm == a.key)
                  for a in (one, three)}
-        if all(steps.values()):
+        drafts = {a.key: sum(v[drafted] for (arm, _band), v in window.switchback.items() if arm == a.key)
+                  for a in (one, three)}
+        assert window.drafted_per_pos is not None
+        if all(drafts.values()) and window.drafted_per_pos[2] > 0:
             break
-    assert all(steps.values()), f"steps per arm in the switchback phase: {steps}"
+    assert all(drafts.values()), f"tokens drafted per arm in the switchback phase: {drafts} (steps {steps})"
     # Each arm drafted its own K: some steps drafted 3 tokens a draft, some 1, none 4.
-    assert window.drafted_per_pos is not None and window.drafted_per_pos[3] == 0
-    assert 0 < window.drafted_per_pos[2] < window.drafted_per_pos[0], window.drafted_per_pos
+    assert window.drafted_per_pos[3] == 0, window.drafted_per_pos
+    assert 0 < window.drafted_per_pos[2] < window.drafted_per_pos[0], (window.drafted_per_pos, drafts)
     for a in (one, three):
         got = [v for (arm, _band), v in snap.switchback.items() if arm == a.key]
         outputs = sum(v[live.BAND_COUNTERS.index(live.SB_OUTPUT_TOKENS)] for v in got)
