@@ -341,6 +341,7 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
             if time.monotonic() > deadline:
                 raise DemoError(f"N={n} was not serving within {ROLLOUT_TIMEOUT_S:.0f} s")
             await asyncio.sleep(POLL_S)
+    console.print(f"  every N serving after {time.monotonic() - started:.0f} s")
     targets = {n: ServiceTargets(service_name(sd_name), NAMESPACE, str(kubeconfig)) for n, sd_name in names.items()}
     order = random.Random(0)
     try:
