@@ -1,6 +1,7 @@
 """The node agent writes a pod's readiness until the API server takes it, as the kubelet's status manager
 does: a status write that times out or is refused (a busy or restarting kube-apiserver) must not leave a
-running, ready pod unready in the API for good, which is what kept a chart test's pods from Ready."""
+running, ready pod unready in the API for good, which is what kept a chart test's pods from Ready, nor a
+failed pod Pending."""
 
 from __future__ import annotations
 
@@ -54,3 +55,22 @@ async def test_a_ready_pod_whose_status_writes_fail_is_ready_once_the_server_tak
     assert not api.failures, "both failing writes were tried"
     assert any(_ready(s) for s in api.written), api.written
     assert api.written[-1]["containerStatuses"][0]["ready"] is True
+
+
+class FailingRuntime(NoopRuntime):
+    async def start(self, ctx: PodContext) -> None:
+        raise RuntimeError("exec format error")
+
+
+async def test_a_pod_that_fails_under_restart_policy_never_is_failed_once_the_server_takes_it() -> None:
+    agent = node_agent.NodeAgent.__new__(node_agent.NodeAgent)
+    api = FlakyApi()
+    agent.api, agent.runtime = api, FailingRuntime()  # type: ignore[assignment]
+    agent.probe_period_s, agent.restart_backoff_s = 0.01, (0.01, 0.01)
+    agent.addresses = SimpleNamespace(node_address="10.244.0.1")  # type: ignore[assignment]
+    never = {**POD, "spec": {**POD["spec"], "restartPolicy": "Never"}}
+    # The first write (ContainerCreating) times out; the Failed one is refused once, then taken.
+    await asyncio.wait_for(agent._run(node_agent._Pod("uid-0", PodContext(never, "10.244.0.2", {}))), 5)
+    assert not api.failures
+    assert api.written[-1]["phase"] == "Failed", api.written
+    assert api.written[-1]["containerStatuses"][0]["state"]["waiting"]["message"] == "exec format error"

@@ -288,7 +288,9 @@ class NodeAgent:
             except Exception as exc:  # a container that exits at start
                 log.warning("pod %s failed to start: %s", pod.ctx.name, exc)
                 if (pod.ctx.pod.get("spec") or {}).get("restartPolicy", "Always") == "Never":
-                    await self._status(pod, "Failed", False, waiting=("Error", str(exc)))
+                    # Nothing writes this pod's status after this one: written until the server takes it.
+                    while not await self._status(pod, "Failed", False, waiting=("Error", str(exc))):
+                        await asyncio.sleep(self.probe_period_s)
                     return
                 await self._status(pod, "Running", False, waiting=("CrashLoopBackOff", str(exc)))
                 await asyncio.sleep(backoff)
