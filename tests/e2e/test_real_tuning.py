@@ -4,14 +4,16 @@ sandbox, whose pods run their real containers, and a measured sweep over every c
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from rich.console import Console
 
 from specpilot.tuning import ActionKind
-from specpilot_harness.realvllm.run import (REAL_METHODS, REAL_WINDOW, real_options, report, run_real, verdict,
-                                            write_json)
+from specpilot_harness.realvllm.run import (REAL_METHODS, REAL_WINDOW, RealSandbox, real_options, real_sandbox,
+                                            report, run_in, verdict, write_json)
 
 # Where each run's JSON lands, to collect the spread over repeated runs (docs/demo.md); a temp dir by default.
 OUT = os.environ.get("SPECPILOT_E2E_OUT")
@@ -21,10 +23,23 @@ OUT = os.environ.get("SPECPILOT_E2E_OUT")
 MEASURES = {"draft_model": "canary", "ngram": "switchback"}
 
 
+def _console() -> Console:
+    return Console(stderr=True, width=160)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def box(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RealSandbox]:
+    """One sandbox for both methods: each run removes what it made before the next starts."""
+    async with real_sandbox(tmp_path_factory.mktemp("real"), _console()) as shared:
+        yield shared
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("method", REAL_METHODS)
-async def test_the_operator_tunes_real_vllm_and_the_measured_sweep_agrees(method: str, tmp_path: Path) -> None:
+async def test_the_operator_tunes_real_vllm_and_the_measured_sweep_agrees(method: str, box: RealSandbox,
+                                                                          tmp_path: Path) -> None:
     opts = real_options(method, REAL_WINDOW, tmp_path, MEASURES[method])
-    result = await run_real(opts, Console(stderr=True, width=160))
+    result = await run_in(box, opts, _console(), name="tiny-" + method.replace("_", "-"))
     write_json(result, Path(OUT or tmp_path) / f"e2e-{method}.json")
     summary = report(result)
     print(summary)

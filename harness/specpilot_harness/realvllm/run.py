@@ -23,6 +23,8 @@ import random
 import statistics
 import subprocess
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,6 +325,10 @@ def sweep_manifest(opts: RealRunOptions, name: str, models: Path, n: int) -> dic
     return doc
 
 
+def sweep_names(opts: RealRunOptions, name: str) -> dict[int, str]:
+    return {n: f"{name}-n{n}" for n in opts.candidates}
+
+
 async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, models: Path,
                 result: RealRunResult, console: Console) -> None:
     """Phase 2: the tuned deployment goes; a copy of it per candidate N, tuning off, all served at once.
@@ -330,9 +336,8 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
     serves once its canaries are gone), in slices taken round-robin in a shuffled order per cycle: each N has
     the machine to itself while measured, and the machine's drift between minutes hits every N alike."""
     started = time.monotonic()
-    await asyncio.to_thread(kube.delete, {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
-                                          "metadata": {"name": name, "namespace": NAMESPACE}})
-    names = {n: f"{name}-n{n}" for n in opts.candidates}
+    await _delete_sd(kube, name)
+    names = sweep_names(opts, name)
     for n, sd_name in names.items():
         await asyncio.to_thread(kube.apply, sweep_manifest(opts, sd_name, models, n), "specpilot-demo")
     deadline = time.monotonic() + ROLLOUT_TIMEOUT_S
@@ -363,30 +368,70 @@ async def sweep(kube: Kube, kubeconfig: Path, opts: RealRunOptions, name: str, m
     result.sweep_s = time.monotonic() - started
 
 
-async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -> RealRunResult:
-    models = await asyncio.to_thread(prepare, opts.workdir, console)
-    result = RealRunResult(method=opts.method, default_n=opts.default_n, candidates=list(opts.candidates),
-                           margin=opts.margin, measure=opts.measure)
-    console.print(f"Starting the sandbox with real pods (log in {opts.workdir}/sandbox.log, pods in "
-                  f"{opts.workdir}/pods)")
-    async with sandbox(opts.workdir, ["--engine", "exec", "--exec-dir", str(opts.workdir / "pods")]) as kubeconfig:
+@dataclass(frozen=True)
+class RealSandbox:
+    """A sandbox whose pods run their real containers, the models built, the vLLM cache claim made: runs of
+    several methods share it (one start, one model build, vLLM's cache warm after the first pod)."""
+
+    kubeconfig: Path
+    api: client.ApiClient
+    models: Path
+
+
+@asynccontextmanager
+async def real_sandbox(workdir: Path, console: Console) -> AsyncIterator[RealSandbox]:
+    models = await asyncio.to_thread(prepare, workdir, console)
+    console.print(f"Starting the sandbox with real pods (log in {workdir}/sandbox.log, pods in {workdir}/pods)")
+    async with sandbox(workdir, ["--engine", "exec", "--exec-dir", str(workdir / "pods")]) as kubeconfig:
         api = load_api_client(str(kubeconfig))
-        kube = Kube(api)
         # The client serializes a dict body as it is; its annotation names only the model class.
         await asyncio.to_thread(client.CoreV1Api(api).create_namespaced_persistent_volume_claim, NAMESPACE,
                                 cache_claim())  # type: ignore[arg-type]
-        await asyncio.to_thread(kube.apply, manifest(opts, name, models), "specpilot-demo")
-        targets = ServiceTargets(service_name(name), NAMESPACE, str(kubeconfig))
-        try:
-            console.print(f"Phase 1: tuning {opts.method} from N={opts.default_n} under load "
-                          f"(measured by {opts.measure})")
-            await tune(kube, targets, opts, name, result, console)
-            result.stable_pods = await asyncio.to_thread(stable_pods, client.CoreV1Api(api), name)
-            console.print(f"Phase 2: measured sweep over N={list(opts.candidates)}, all served at once")
-            await sweep(kube, kubeconfig, opts, name, models, result, console)
-        finally:
-            targets.close()
+        yield RealSandbox(kubeconfig, api, models)
+
+
+async def run_real(opts: RealRunOptions, console: Console, name: str = "tiny") -> RealRunResult:
+    """One run in a sandbox of its own."""
+    async with real_sandbox(opts.workdir, console) as box:
+        return await run_in(box, opts, console, name)
+
+
+async def run_in(box: RealSandbox, opts: RealRunOptions, console: Console, name: str) -> RealRunResult:
+    """Tune, then sweep, in `box`; every SpeculativeDeployment the run made is gone, with its pods, when it
+    returns, so that the next run in the box has the machine to itself."""
+    result = RealRunResult(method=opts.method, default_n=opts.default_n, candidates=list(opts.candidates),
+                           margin=opts.margin, measure=opts.measure)
+    kube = Kube(box.api)
+    await asyncio.to_thread(kube.apply, manifest(opts, name, box.models), "specpilot-demo")
+    targets = ServiceTargets(service_name(name), NAMESPACE, str(box.kubeconfig))
+    try:
+        console.print(f"Phase 1: tuning {opts.method} from N={opts.default_n} under load "
+                      f"(measured by {opts.measure})")
+        await tune(kube, targets, opts, name, result, console)
+        result.stable_pods = await asyncio.to_thread(stable_pods, client.CoreV1Api(box.api), name)
+        console.print(f"Phase 2: measured sweep over N={list(opts.candidates)}, all served at once")
+        await sweep(kube, box.kubeconfig, opts, name, box.models, result, console)
+    finally:
+        targets.close()
+        await _remove(kube, [name, *sweep_names(opts, name).values()])
     return result
+
+
+async def _delete_sd(kube: Kube, name: str) -> None:
+    await asyncio.to_thread(kube.delete, {"apiVersion": "specpilot.io/v1alpha1", "kind": "SpeculativeDeployment",
+                                          "metadata": {"name": name, "namespace": NAMESPACE}})
+
+
+async def _remove(kube: Kube, names: list[str]) -> None:
+    """Delete these SpeculativeDeployments and wait until their pods are gone."""
+    for sd_name in names:
+        await _delete_sd(kube, sd_name)
+    selector = f"{DEPLOYMENT_LABEL} in ({','.join(names)})"
+    deadline = time.monotonic() + ROLLOUT_TIMEOUT_S
+    while await asyncio.to_thread(kube.list, "v1", "pods", NAMESPACE, selector):
+        if time.monotonic() > deadline:
+            raise DemoError(f"pods of {', '.join(names)} still there after {ROLLOUT_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(POLL_S)
 
 
 def stable_pods(core: client.CoreV1Api, name: str) -> list[list[Any]]:
