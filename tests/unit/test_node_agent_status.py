@@ -36,12 +36,18 @@ def _ready(status: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
 
 
-async def test_a_ready_pod_whose_status_writes_fail_is_ready_once_the_server_takes_one() -> None:
+def _agent(api: FlakyApi, runtime: NoopRuntime) -> node_agent.NodeAgent:
+    """A node agent with only what running one pod needs, probing every 10 ms."""
     agent = node_agent.NodeAgent.__new__(node_agent.NodeAgent)
-    api = FlakyApi()
-    agent.api, agent.runtime = api, NoopRuntime()  # type: ignore[assignment]
+    agent.api, agent.runtime = api, runtime  # type: ignore[assignment]
     agent.probe_period_s, agent.restart_backoff_s = 0.01, (0.01, 0.01)
     agent.addresses = SimpleNamespace(node_address="10.244.0.1")  # type: ignore[assignment]
+    return agent
+
+
+async def test_a_ready_pod_whose_status_writes_fail_is_ready_once_the_server_takes_one() -> None:
+    api = FlakyApi()
+    agent = _agent(api, NoopRuntime())
     pod = node_agent._Pod("uid-0", PodContext(POD, "10.244.0.2", {}))
     task = asyncio.create_task(agent._run(pod))
     try:
@@ -63,11 +69,8 @@ class FailingRuntime(NoopRuntime):
 
 
 async def test_a_pod_that_fails_under_restart_policy_never_is_failed_once_the_server_takes_it() -> None:
-    agent = node_agent.NodeAgent.__new__(node_agent.NodeAgent)
     api = FlakyApi()
-    agent.api, agent.runtime = api, FailingRuntime()  # type: ignore[assignment]
-    agent.probe_period_s, agent.restart_backoff_s = 0.01, (0.01, 0.01)
-    agent.addresses = SimpleNamespace(node_address="10.244.0.1")  # type: ignore[assignment]
+    agent = _agent(api, FailingRuntime())
     never = {**POD, "spec": {**POD["spec"], "restartPolicy": "Never"}}
     # The first write (ContainerCreating) times out; the Failed one is refused once, then taken.
     await asyncio.wait_for(agent._run(node_agent._Pod("uid-0", PodContext(never, "10.244.0.2", {}))), 5)
