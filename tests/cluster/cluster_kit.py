@@ -36,10 +36,26 @@ def kubectl_binary() -> str:
     return found
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+def settled(read: Callable[[], Any], quiet_s: float = 2.0, timeout: float = 30.0) -> Any:
+    """What `read` returns once it has not changed for `quiet_s`. After a process is killed, a request it had
+    sent may still be committed by the API server: the last state it wrote is the one that then stays."""
+    deadline = time.monotonic() + timeout
+    last, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {timeout:.0f} s; last seen: {last!r}")
+        time.sleep(SLOW_POLL_S / 2)
+        now = read()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT_S, fast: bool = False) -> Any:
     """Poll until `probe` returns something truthy; fail naming `what` otherwise. Quickly at first, for what
     happens at once, then once a second: a probe runs kubectl (about 60 ms of CPU here, and the API server's
-    share), and at five a second the tests waiting minutes for a tuner kept a core of two busy polling."""
+    share), and at five a second the tests waiting minutes for a tuner kept a core of two busy polling.
+    `fast`: quickly throughout, for the first of writes that come a window (2 s) apart."""
     started = time.monotonic()
     deadline = started + timeout
     last: Any = None
@@ -47,7 +63,7 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT_S) -> An
         last = probe()
         if last:
             return last
-        time.sleep(FAST_POLL_S if time.monotonic() - started < FAST_FOR_S else SLOW_POLL_S)
+        time.sleep(FAST_POLL_S if fast or time.monotonic() - started < FAST_FOR_S else SLOW_POLL_S)
     raise AssertionError(f"gave up waiting for {what}; last seen: {last!r}")
 
 

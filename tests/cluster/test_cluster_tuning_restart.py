@@ -4,7 +4,7 @@ same canary Deployment keeps running (no second canary), the tuner continues fro
 
 from __future__ import annotations
 
-from cluster_kit import Cluster, wait_for
+from cluster_kit import Cluster, settled, wait_for
 from tuning_kit import DRAFT_MODELS, deployment, start_load, status, stop_load, tuned, tuning
 
 
@@ -21,12 +21,12 @@ def test_restart_mid_analysis_resumes_the_round(fresh_cluster: Cluster) -> None:
         canary = deployment(c, ns, "chat-canary")
         assert canary is not None
         first.kill()
-        at_kill = tuning(c, ns, "chat")  # the last state the first operator wrote
+        at_kill = settled(lambda: tuning(c, ns, "chat"))  # the last state the first operator wrote
         c.start_operator("second")
         resumed = wait_for("the second operator's first decision",
-                           lambda: (t := tuning(c, ns, "chat"))["seq"] > at_kill["seq"] and t, timeout=40)
+                           lambda: (t := tuning(c, ns, "chat"))["seq"] > at_kill["seq"] and t, timeout=40, fast=True)
         # Continued, not restarted: the next window of the same round and the same canary analysis.
-        assert resumed["seq"] == at_kill["seq"] + 1
+        assert resumed["seq"] == at_kill["seq"] + 1, (at_kill["seq"], resumed["seq"], resumed["history"][-3:])
         for key in ("round", "canariesInRound", "tried", "analysisFromSeq"):
             assert resumed[key] == analysing[key], key
         assert [r for r in at_kill["records"] if r["track"] == "canary"] \
@@ -72,7 +72,7 @@ def test_restart_mid_method_canary_resumes_the_tournament(fresh_cluster: Cluster
         canary = deployment(c, ns, "chat-canary")
         assert canary is not None
         first.kill()
-        at_kill = tour()
+        at_kill = settled(tour)
         c.start_operator("second")
         uids = set()
 
