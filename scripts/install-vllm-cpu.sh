@@ -98,7 +98,9 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 site="$(purelib "$VENV")"
 # A .pth line that starts with `import` runs at start-up: addsitedir also reads the base's own .pth files.
-printf 'import site; site.addsitedir(%s)\n' "'$(purelib "$BASE")'" > "$site/$PTH"
+# The path written as a Python literal, whatever characters the cache directory's name holds.
+"$VENV/bin/python" -c 'import sys; open(sys.argv[1], "w").write(f"import site; site.addsitedir({sys.argv[2]!r})\n")' \
+  "$site/$PTH" "$(purelib "$BASE")"
 # vLLM's console script, for this venv's interpreter (the runtime runs the `vllm` beside its Python).
 "$VENV/bin/python" - "$VENV/bin" <<'PYEOF'
 import importlib.metadata, os, sys

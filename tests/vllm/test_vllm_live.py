@@ -77,6 +77,11 @@ def phase(server: Server, before: vm.Snapshot) -> tuple[vm.Snapshot, vm.Snapshot
     return after, vm.delta(before, after)
 
 
+def per_arm(window: vm.Snapshot, counter: int, arms: tuple[live.Arm, ...]) -> dict[str, float]:
+    """One of live.BAND_COUNTERS (by index), summed over the bands of each arm."""
+    return {a.key: sum(v[counter] for (arm, _band), v in window.switchback.items() if arm == a.key) for a in arms}
+
+
 def drafted_only_up_to(window: vm.Snapshot, k: int) -> None:
     """No draft and no acceptance beyond position k, and some at position k (vLLM's own counters for the
     accepted, the runtime's plugin for the drafted)."""
@@ -139,10 +144,7 @@ def test_draft_length_follows_live_json_without_a_restart(serve: Any, tiny_model
     for _ in range(20):
         snap, _window = phase(server, snap)
         window = vm.delta(start, snap)
-        steps = {a.key: sum(v[0] for (arm, _band), v in window.switchback.items() if arm == a.key)
-                 for a in (one, three)}
-        drafts = {a.key: sum(v[drafted] for (arm, _band), v in window.switchback.items() if arm == a.key)
-                  for a in (one, three)}
+        steps, drafts = per_arm(window, 0, (one, three)), per_arm(window, drafted, (one, three))
         assert window.drafted_per_pos is not None
         if all(drafts.values()) and window.drafted_per_pos[2] > 0:
             break
